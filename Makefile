@@ -1,0 +1,43 @@
+# Every target sets up what it needs: on a fresh machine `make run` and `make test` are enough.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_WORKERS ?= 2
+
+.PHONY: install run migrate test lint openapi openapi-check bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(BIN)/alembic upgrade head
+
+# SQLite at ./data/context-store.db, 127.0.0.1:8000, auth off (loopback only).
+run: install
+	$(BIN)/alembic upgrade head
+	CONTEXT_STORE_AUTH=$${CONTEXT_STORE_AUTH:-off} $(BIN)/context-store serve
+
+test: install
+	$(BIN)/ruff check app migrations tests
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check app migrations tests
+	$(BIN)/ruff format --check app migrations tests
+
+openapi: install
+	$(BIN)/python -m app.openapi write
+
+openapi-check: install
+	$(BIN)/python -m app.openapi check
+
+clean:
+	rm -rf $(VENV) data .pytest_cache

@@ -1,0 +1,152 @@
+"""Request bodies: size limits, gzip decoding and media types, for every route at once.
+
+Each router uses one of the route classes below. The limit is read from the settings at
+request time, counted on the bytes received and again on the bytes decompressed, and a body
+over it is a 413 problem before anything is parsed.
+"""
+
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Response
+from fastapi.routing import APIRoute
+from starlette.types import Receive, Scope
+
+from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
+from app.formats import gzip as gzip_format
+
+JSON_MEDIA_TYPE = "application/json"
+
+
+def media_type_of(request: Request) -> str | None:
+    content_type = request.headers.get("content-type")
+    if content_type is None:
+        return None
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def has_body(request: Request) -> bool:
+    length = request.headers.get("content-length")
+    if length is not None:
+        return length.strip() != "0"
+    return "transfer-encoding" in request.headers
+
+
+class DecodedRequest(Request):
+    """A request whose ``body()`` enforces the route's limit and undoes gzip."""
+
+    def __init__(self, scope: Scope, receive: Receive, limit: int) -> None:
+        super().__init__(scope, receive)
+        self.limit = limit
+
+    def _too_large(self) -> ContentTooLarge:
+        return ContentTooLarge(
+            f"The request body exceeds this route's limit of {self.limit} bytes."
+        )
+
+    async def body(self) -> bytes:
+        if not hasattr(self, "_body"):
+            encoding = self.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("identity", "gzip"):
+                raise UnsupportedMediaType(
+                    f"Content-Encoding {encoding!r} is not supported; use gzip or none."
+                )
+            declared = self.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > self.limit:
+                raise self._too_large()
+            chunks: list[bytes] = []
+            received = 0
+            async for chunk in self.stream():
+                received += len(chunk)
+                if received > self.limit:
+                    raise self._too_large()
+                chunks.append(chunk)
+            raw = b"".join(chunks)
+            if encoding == "gzip":
+                raw = decompress_body(raw, self.limit)
+            self._body = raw
+        return self._body
+
+
+def decompress_body(raw: bytes, limit: int) -> bytes:
+    try:
+        return gzip_format.decompress(raw, limit)
+    except gzip_format.DecompressedTooLarge as exc:
+        raise ContentTooLarge(
+            f"The decompressed request body exceeds this route's limit of {limit} bytes."
+        ) from exc
+    except gzip_format.GzipError as exc:
+        raise MalformedBody(f"The gzip request body cannot be decompressed: {exc}.") from exc
+
+
+def raw_body(*media_types: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads its body itself.
+
+    The media types declared here are also the ones the route accepts (415 otherwise).
+    """
+    content_schema = schema if schema is not None else {"type": "string", "format": "binary"}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {media_type: {"schema": content_schema} for media_type in media_types},
+        }
+    }
+
+
+async def _read_raw_body(request: Request) -> bytes:
+    return await request.body()
+
+
+RawBody = Annotated[bytes, Depends(_read_raw_body)]
+"""The request body, already limited and decompressed, for routes that parse it themselves."""
+
+
+class ContextStoreRoute(APIRoute):
+    """Body limit ``max_body_bytes``; accepts the media types the route documents."""
+
+    body_limit_setting = "max_body_bytes"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        declared = ((self.openapi_extra or {}).get("requestBody") or {}).get("content")
+        if declared:
+            self.accepted_media_types = frozenset(declared)
+        elif self.body_field is not None:
+            self.accepted_media_types = frozenset({JSON_MEDIA_TYPE})
+        else:
+            self.accepted_media_types = frozenset()
+
+    def accepts(self, media_type: str | None) -> bool:
+        if media_type is None:
+            return False
+        if media_type in self.accepted_media_types:
+            return True
+        return JSON_MEDIA_TYPE in self.accepted_media_types and media_type.endswith("+json")
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        setting = self.body_limit_setting
+
+        async def decoded_body_handler(request: Request) -> Response:
+            limit: int = getattr(request.app.state.settings, setting)
+            decoded = DecodedRequest(request.scope, request.receive, limit)
+            if self.accepted_media_types and has_body(request):
+                media_type = media_type_of(request)
+                if not self.accepts(media_type):
+                    raise UnsupportedMediaType(
+                        f"Content-Type {media_type or '(none)'!r} is not accepted here; send "
+                        + " or ".join(sorted(self.accepted_media_types))
+                        + "."
+                    )
+                # Read it here, where a 413 or a bad gzip stream is reported as such: FastAPI
+                # turns any error raised while it reads the body into a generic 400.
+                await decoded.body()
+            return await handler(decoded)
+
+        return decoded_body_handler
+
+
+class BulkBodyRoute(ContextStoreRoute):
+    """For saves and archives: body limit ``max_bulk_body_bytes``."""
+
+    body_limit_setting = "max_bulk_body_bytes"

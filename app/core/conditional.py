@@ -1,0 +1,54 @@
+"""Strong ETags and the conditional headers If-Match and If-None-Match (RFC 9110 13.1)."""
+
+import hashlib
+
+from fastapi import Request, Response
+
+from app.core.errors import PreconditionFailed
+
+
+def etag_of(content: bytes) -> str:
+    return '"' + hashlib.blake2b(content, digest_size=16).hexdigest() + '"'
+
+
+def _listed_tags(header: str) -> list[str]:
+    return [tag.strip() for tag in header.split(",") if tag.strip()]
+
+
+def _strong_match(header: str, current: str) -> bool:
+    # Strong comparison: a weak tag (W/"...") never matches.
+    return any(tag == current for tag in _listed_tags(header) if not tag.startswith("W/"))
+
+
+def require_if_match(request: Request, current: str | None) -> None:
+    """Before a PUT, PATCH or DELETE: the client's If-Match must name the current version."""
+    header = request.headers.get("if-match")
+    if header is None:
+        return
+    if current is None:
+        raise PreconditionFailed("If-Match was given but the resource does not exist.")
+    if header.strip() == "*" or _strong_match(header, current):
+        return
+    raise PreconditionFailed(
+        "The resource has changed since the version named in If-Match.", current_etag=current
+    )
+
+
+def require_if_none_match(request: Request, current: str | None) -> None:
+    """Before a PUT: ``If-None-Match: *`` means create only."""
+    header = request.headers.get("if-none-match")
+    if header is None or current is None:
+        return
+    if header.strip() == "*" or _strong_match(header, current):
+        raise PreconditionFailed("The resource exists (If-None-Match).", current_etag=current)
+
+
+def not_modified(request: Request, current: str) -> Response | None:
+    """For a GET: 304 when the client already holds the current version."""
+    header = request.headers.get("if-none-match")
+    if header is None:
+        return None
+    tags = {tag.removeprefix("W/") for tag in _listed_tags(header)}
+    if header.strip() == "*" or current in tags:
+        return Response(status_code=304, headers={"ETag": current})
+    return None

@@ -1,0 +1,68 @@
+"""Settings, read from the environment with the prefix ``CONTEXT_STORE_``."""
+
+import ipaddress
+from enum import StrEnum
+from functools import cached_property
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIB = 1024 * 1024
+
+
+class AuthMode(StrEnum):
+    on = "on"
+    off = "off"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CONTEXT_STORE_", extra="ignore")
+
+    database_url: str = "sqlite:///./data/context-store.db"
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    auth: AuthMode = AuthMode.on
+    # Saves and archives carry whole agent histories; everything else is small.
+    max_body_bytes: int = Field(default=4 * MIB, ge=1)
+    max_bulk_body_bytes: int = Field(default=64 * MIB, ge=1)
+    # zlib level for gzip responses. Starlette's default of 9 costs ~15x level 1 on
+    # large documents for a few percent of size (see the README's figures).
+    gzip_level: int = Field(default=5, ge=1, le=9)
+    gzip_minimum_bytes: int = Field(default=1024, ge=0)
+    # Seed 000: "Delete old saves after successful completion".
+    saves_auto_prune: bool = True
+    idempotency_ttl_hours: int = Field(default=24, ge=24)
+    # PostgreSQL pool per process; SQLite always gets exactly one writer connection.
+    db_pool_size: int = Field(default=10, ge=1)
+    db_pool_timeout_seconds: float = Field(default=30.0, gt=0)
+    sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+
+    @field_validator("database_url")
+    @classmethod
+    def use_psycopg3(cls, url: str) -> str:
+        """``postgresql://`` would select psycopg2, which is not a dependency."""
+        for scheme in ("postgresql://", "postgres://"):
+            if url.startswith(scheme):
+                return "postgresql+psycopg://" + url.removeprefix(scheme)
+        return url
+
+    @model_validator(mode="after")
+    def refuse_open_unauthenticated(self) -> "Settings":
+        if self.auth is AuthMode.off and not is_loopback(self.host):
+            raise ValueError(
+                f"CONTEXT_STORE_AUTH=off is only allowed on a loopback address, not {self.host!r}"
+            )
+        return self
+
+    @cached_property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

@@ -1,0 +1,159 @@
+"""Engines, sessions and the column types every table shares.
+
+SQLite allows one writer at a time. Rather than letting concurrent writers collide on
+"database is locked", writes go through a dedicated engine with exactly one connection whose
+transactions start with ``BEGIN IMMEDIATE``: writers queue in this process, take the file's
+write lock up front, and wait out other processes with ``busy_timeout``. Reads use their own
+pool and never block writers (WAL). PostgreSQL needs none of this: both roles share one pool.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, Engine, Integer, MetaData, create_engine, event
+from sqlalchemy.engine import Dialect, make_url
+from sqlalchemy.pool import QueuePool
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Session, SQLModel
+
+from app.core.config import Settings
+
+# Constraint names are part of the schema that migrations manage: make them deterministic.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+SQLModel.metadata.naming_convention = NAMING_CONVENTION
+metadata: MetaData = SQLModel.metadata
+
+# A 64-bit surrogate key; SQLite only auto-increments a column declared INTEGER.
+BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC on the way in and out.
+
+    SQLite has no time zones and hands back naive values; refusing naive input keeps a local
+    time from ever being stored as if it were UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    @property
+    def python_type(self) -> type[datetime]:
+        return datetime
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given where a UTC timestamp is required")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Database:
+    reader: Engine
+    writer: Engine
+
+    def dispose(self) -> None:
+        self.reader.dispose()
+        if self.writer is not self.reader:
+            self.writer.dispose()
+
+    def read_session(self) -> Session:
+        return Session(self.reader, expire_on_commit=False)
+
+    def write_session(self) -> Session:
+        return Session(self.writer, expire_on_commit=False)
+
+
+def ensure_sqlite_directory(database_url: str) -> None:
+    """SQLite creates the file but not its directory (``./data`` on a fresh checkout)."""
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
+    ensure_sqlite_directory(settings.database_url)
+    url = make_url(settings.database_url)
+    pool_args: dict[str, Any] = (
+        {"poolclass": QueuePool, "pool_size": 1, "max_overflow": 0}
+        if writer
+        else {"poolclass": QueuePool, "pool_size": 4, "max_overflow": 8}
+    )
+    engine = create_engine(
+        url,
+        # Sessions hop between the event loop's threads; each connection is used by one at a time.
+        connect_args={"check_same_thread": False},
+        pool_timeout=settings.db_pool_timeout_seconds,
+        **pool_args,
+    )
+    busy_timeout = settings.sqlite_busy_timeout_ms
+
+    @event.listens_for(engine, "connect")
+    def configure(dbapi_connection: Any, _record: Any) -> None:
+        # pysqlite's own transaction handling defers BEGIN and cannot BEGIN IMMEDIATE;
+        # switch it off and emit BEGIN ourselves (SQLAlchemy's documented recipe).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    begin_statement = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
+    @event.listens_for(engine, "begin")
+    def begin(connection: Any) -> None:
+        connection.exec_driver_sql(begin_statement)
+
+    return engine
+
+
+def create_database(settings: Settings) -> Database:
+    if settings.is_sqlite:
+        return Database(
+            reader=_sqlite_engine(settings, writer=False),
+            writer=_sqlite_engine(settings, writer=True),
+        )
+    engine = create_engine(
+        settings.database_url,
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_pool_size,
+        pool_timeout=settings.db_pool_timeout_seconds,
+        pool_pre_ping=True,
+    )
+    return Database(reader=engine, writer=engine)
+
+
+@contextmanager
+def session_scope(session: Session) -> Iterator[Session]:
+    """Commit when the work succeeded, roll back when it raised."""
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()

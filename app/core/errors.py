@@ -1,0 +1,231 @@
+"""One error hierarchy, rendered as RFC 9457 problem+json.
+
+Services raise these; the handlers installed by ``install_error_handlers`` render them, map
+framework and database errors onto them, and make sure nothing else (a stack trace, SQL, a
+file path) ever reaches a client.
+"""
+
+import logging
+from collections.abc import Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.json import dumps
+from app.formats.errors import FormatError, MalformedDocument
+from app.formats.jsondoc import pointer as json_pointer
+
+log = logging.getLogger(__name__)
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_TYPE_PREFIX = "urn:context-store:problem:"
+
+
+class FieldError(dict[str, str]):
+    """One ``{path, message}`` item of a problem's ``errors`` list."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(path=path, message=message)
+
+
+class Problem(Exception):
+    status: int = 500
+    slug: str = "internal-error"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: Sequence[FieldError] = (),
+        headers: dict[str, str] | None = None,
+        **extensions: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = headers or {}
+        self.extensions = extensions
+
+    def body(self, instance: str | None = None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "type": PROBLEM_TYPE_PREFIX + self.slug,
+            "title": HTTPStatus(self.status).phrase,
+            "status": self.status,
+            "detail": self.detail,
+        }
+        if instance:
+            body["instance"] = instance
+        if self.errors:
+            body["errors"] = self.errors
+        body.update(self.extensions)
+        return body
+
+
+class MalformedBody(Problem):
+    status, slug = 400, "malformed-body"
+
+
+class Unauthenticated(Problem):
+    status, slug = 401, "unauthenticated"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class Forbidden(Problem):
+    status, slug = 403, "forbidden"
+
+
+class NotFound(Problem):
+    status, slug = 404, "not-found"
+
+
+class MethodNotAllowed(Problem):
+    status, slug = 405, "method-not-allowed"
+
+
+class NotAcceptable(Problem):
+    status, slug = 406, "not-acceptable"
+
+
+class Conflict(Problem):
+    status, slug = 409, "conflict"
+
+
+class PreconditionFailed(Problem):
+    status, slug = 412, "precondition-failed"
+
+
+class ContentTooLarge(Problem):
+    status, slug = 413, "content-too-large"
+
+
+class UnsupportedMediaType(Problem):
+    status, slug = 415, "unsupported-media-type"
+
+
+class InvalidContent(Problem):
+    """JSON (or another accepted format) that breaks the contract."""
+
+    status, slug = 422, "validation-error"
+
+
+class ServiceUnavailable(Problem):
+    status, slug = 503, "unavailable"
+
+    def __init__(self, detail: str, retry_after_seconds: int = 1) -> None:
+        super().__init__(detail, headers={"Retry-After": str(retry_after_seconds)})
+
+
+def problem_response(problem: Problem, request: Request | None = None) -> Response:
+    instance = request.url.path if request is not None else None
+    return Response(
+        content=dumps(problem.body(instance)),
+        status_code=problem.status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=problem.headers,
+    )
+
+
+def pointer(location: Sequence[str | int]) -> str:
+    """Where a validation error points: a JSON Pointer into the body, ``query.name`` else."""
+    if not location:
+        return ""
+    source, *rest = location
+    if source == "body":
+        return json_pointer(*rest)
+    return ".".join(str(part) for part in location)
+
+
+def _validation_problem(exc: RequestValidationError) -> Problem:
+    errors = exc.errors()
+    if any(error["type"] == "json_invalid" for error in errors):
+        return MalformedBody("The request body is not well-formed JSON.")
+    return InvalidContent(
+        "The request does not satisfy the contract.",
+        errors=[FieldError(pointer(e["loc"]), e["msg"]) for e in errors],
+    )
+
+
+_STARLETTE_STATUS_PROBLEMS: dict[int, type[Problem]] = {
+    400: MalformedBody,
+    404: NotFound,
+    405: MethodNotAllowed,
+    406: NotAcceptable,
+    413: ContentTooLarge,
+    415: UnsupportedMediaType,
+}
+
+
+def _database_problem(exc: OperationalError | PoolTimeoutError) -> Problem | None:
+    """Database errors a client should retry: SQLite's lock, pool exhaustion, lost servers."""
+    if isinstance(exc, PoolTimeoutError):
+        return ServiceUnavailable("The database is busy; retry shortly.")
+    message = str(exc.orig).lower() if exc.orig is not None else ""
+    if "locked" in message or "busy" in message:
+        return ServiceUnavailable("The database is busy; retry shortly.")
+    if exc.connection_invalidated or "connection" in message:
+        return ServiceUnavailable("The database is unreachable; retry shortly.", 5)
+    return None
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Problem)
+        return problem_response(exc, request)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return problem_response(_validation_problem(exc), request)
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        problem_class = _STARLETTE_STATUS_PROBLEMS.get(exc.status_code)
+        if problem_class is None:
+            problem: Problem = Problem(str(exc.detail))
+            problem.status = exc.status_code
+            problem.slug = "http-error"
+        else:
+            problem = problem_class(str(exc.detail))
+        problem.headers.update(exc.headers or {})
+        return problem_response(problem, request)
+
+    async def on_format(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FormatError)
+        problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
+        errors = [FieldError(path, message) for path, message in exc.errors]
+        return problem_response(problem_class(exc.message, errors=errors), request)
+
+    async def on_integrity(request: Request, exc: Exception) -> Response:
+        # A unique or foreign key constraint lost a race with another writer.
+        log.info("integrity error on %s: %s", request.url.path, exc)
+        return problem_response(
+            Conflict("The change conflicts with a concurrent change; retry it."), request
+        )
+
+    async def on_database(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, OperationalError | PoolTimeoutError)
+        problem = _database_problem(exc)
+        if problem is None:
+            return await on_unexpected(request, exc)
+        log.warning("database unavailable on %s: %s", request.url.path, exc)
+        return problem_response(problem, request)
+
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(Problem("An unexpected error occurred."), request)
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(FormatError, on_format)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(IntegrityError, on_integrity)
+    app.add_exception_handler(OperationalError, on_database)
+    app.add_exception_handler(PoolTimeoutError, on_database)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,171 @@
+"""Idempotency-Key for POST routes that create or append.
+
+A route asks ``Idempotency.replay()`` first and passes its response to ``record()`` last. The
+key's row is written in the request's own transaction, so the effect and the remembered
+response commit together or not at all; a request that fails leaves no row, and its retry
+runs again. Two concurrent requests with one key: the second blocks on the row's unique key
+(PostgreSQL) or on the write lock (SQLite), then finds the first's response and replays it.
+"""
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Annotated
+
+from fastapi import Depends, Header, Request, Response
+from sqlalchemy import LargeBinary, delete
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import JSON, Column, Field, Session, SQLModel, col, select
+
+from app.core.db import UTCDateTime, utcnow
+from app.core.deps import Writer, WriteSession, get_settings
+from app.core.errors import Conflict, FieldError, InvalidContent
+
+# Headers a replay must repeat for the client to see the same response.
+REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition")
+
+
+class IdempotencyRecord(SQLModel, table=True):
+    __tablename__ = "idempotency_keys"
+
+    tenant: str = Field(primary_key=True, max_length=128)
+    key: str = Field(primary_key=True, max_length=255)
+    request_hash: str = Field(max_length=64)
+    status_code: int | None = None
+    headers: dict[str, str] | None = Field(default=None, sa_column=Column(JSON))
+    body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
+class IdempotencyRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get_live(self, tenant: str, key: str, now: datetime) -> IdempotencyRecord | None:
+        statement = select(IdempotencyRecord).where(
+            IdempotencyRecord.tenant == tenant,
+            IdempotencyRecord.key == key,
+            col(IdempotencyRecord.expires_at) > now,
+        )
+        return self.session.exec(statement).first()
+
+    def delete_expired(self, tenant: str, now: datetime) -> None:
+        self.session.execute(
+            delete(IdempotencyRecord).where(
+                col(IdempotencyRecord.tenant) == tenant,
+                col(IdempotencyRecord.expires_at) <= now,
+            )
+        )
+
+    def claim(self, record: IdempotencyRecord) -> None:
+        """Insert the key's row; raises IntegrityError when another request holds the key."""
+        with self.session.begin_nested():
+            self.session.add(record)
+        self.session.flush()
+
+    def save(self, record: IdempotencyRecord) -> None:
+        self.session.add(record)
+        self.session.flush()
+
+
+def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query.encode(), body):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+class Idempotency:
+    def __init__(
+        self,
+        session: Session,
+        tenant: str,
+        key: str | None,
+        request_hash: str,
+        ttl: timedelta,
+    ) -> None:
+        self.session = session
+        self.tenant = tenant
+        self.key = key
+        self.request_hash = request_hash
+        self.ttl = ttl
+        self.record_row: IdempotencyRecord | None = None
+
+    def _replay(self, record: IdempotencyRecord) -> Response:
+        if record.request_hash != self.request_hash:
+            raise InvalidContent(
+                "This Idempotency-Key was already used for a different request.",
+                errors=[FieldError("header.idempotency-key", "reused with a different request")],
+            )
+        if record.status_code is None:
+            raise Conflict("A request with this Idempotency-Key is still in progress; retry.")
+        headers = dict(record.headers or {})
+        headers["Idempotent-Replayed"] = "true"
+        return Response(content=record.body, status_code=record.status_code, headers=headers)
+
+    def replay(self) -> Response | None:
+        """The remembered response for this key, or None after claiming the key for this call."""
+        if self.key is None:
+            return None
+        repository = IdempotencyRepository(self.session)
+        now = utcnow()
+        existing = repository.get_live(self.tenant, self.key, now)
+        if existing is not None:
+            return self._replay(existing)
+        repository.delete_expired(self.tenant, now)
+        claim = IdempotencyRecord(
+            tenant=self.tenant,
+            key=self.key,
+            request_hash=self.request_hash,
+            expires_at=now + self.ttl,
+        )
+        try:
+            repository.claim(claim)
+        except IntegrityError:
+            # Another request committed this key while we waited: replay what it answered.
+            existing = repository.get_live(self.tenant, self.key, utcnow())
+            if existing is None:
+                raise
+            return self._replay(existing)
+        self.record_row = claim
+        return None
+
+    def record(self, response: Response) -> Response:
+        """Remember ``response`` for this key (in the request's transaction) and return it."""
+        if self.record_row is None:
+            return response
+        self.record_row.status_code = response.status_code
+        self.record_row.headers = {
+            name: value for name, value in response.headers.items() if name in REPLAYED_HEADERS
+        }
+        self.record_row.body = bytes(response.body)
+        IdempotencyRepository(self.session).save(self.record_row)
+        return response
+
+
+async def _idempotency(
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            min_length=1,
+            max_length=255,
+            description="Makes a retry safe: the same key and body replay the first response.",
+        ),
+    ] = None,
+) -> Idempotency:
+    body = await request.body() if idempotency_key is not None else b""
+    settings = get_settings(request)
+    return Idempotency(
+        session=session,
+        tenant=principal.tenant,
+        key=idempotency_key,
+        request_hash=fingerprint(request.method, request.url.path, request.url.query, body),
+        ttl=timedelta(hours=settings.idempotency_ttl_hours),
+    )
+
+
+IdempotencyDep = Annotated[Idempotency, Depends(_idempotency, scope="function")]

@@ -1,0 +1,32 @@
+"""Alembic, driven from code: the CLI, the readiness probe and the tests use this."""
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def alembic_config(database_url: str | None = None) -> Config:
+    config = Config(str(PROJECT_ROOT / "alembic.ini"))
+    config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    # Passed as an attribute rather than an ini option: URLs may hold '%', which ini
+    # interpolation would choke on.
+    config.attributes["database_url"] = database_url
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None, "the migrations have no head"
+    return head
+
+
+def upgrade(database_url: str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(database_url), revision)
+
+
+def downgrade(database_url: str, revision: str) -> None:
+    command.downgrade(alembic_config(database_url), revision)

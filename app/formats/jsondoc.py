@@ -1,0 +1,33 @@
+"""JSON as Python's ``json`` module reads and writes it: the reference writer of most formats."""
+
+import json
+from typing import Any
+
+from app.formats.errors import MalformedDocument
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load(raw: bytes) -> Any:
+    """Parse strict JSON: UTF-8 (a BOM allowed), no NaN or Infinity. Key order is kept."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except UnicodeDecodeError as exc:
+        raise MalformedDocument("The body is not valid UTF-8.") from exc
+    except json.JSONDecodeError as exc:
+        raise MalformedDocument(
+            f"The body is not well-formed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
+        ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise MalformedDocument(f"The body is not acceptable JSON: {exc}.") from exc
+
+
+def dumps_indent2(document: Any) -> bytes:
+    """Byte for byte what ``json.dumps(document, indent=2)`` writes (ASCII, no newline at end)."""
+    return json.dumps(document, indent=2).encode("ascii")
+
+
+def pointer(*parts: str | int) -> str:
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)

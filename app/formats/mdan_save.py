@@ -1,0 +1,299 @@
+"""MDAN-AUTO context saves (seed 000): ``mdan-save-<unix seconds>.json``.
+
+``parse`` checks every documented field: a missing or invalid one gets a warning and the
+documented default, in place (a missing key goes at the end of its object, as a writer adding
+it would put it). Unknown fields are kept where they are. ``render`` is the reference writer,
+``json.dump(state, f, indent=2)``.
+"""
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from app.formats import jsondoc
+from app.formats.errors import InvalidDocument
+
+VERSION = "1.0"
+PHASE_STATUSES = ("pending", "in_progress", "complete", "failed")
+DEFAULT_TOKEN_LIMIT = 128000
+
+
+@dataclass(frozen=True)
+class FieldWarning:
+    path: str
+    message: str
+
+
+Default = Callable[[dict[str, Any], datetime], Any]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One documented field: its JSON type, its default, and its documented children."""
+
+    kind: str
+    default: Default
+    children: dict[str, "Spec"] = field(default_factory=dict)
+    allowed: tuple[str, ...] = ()
+
+
+def _const(value: Any) -> Default:
+    # A fresh copy each time: a shared [] or {} default must never be aliased.
+    return lambda _doc, _now: _fresh_copy(value)
+
+
+def _fresh_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _fresh_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh_copy(v) for v in value]
+    return value
+
+
+def _now_text(_doc: dict[str, Any], now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _save_timestamp(doc: dict[str, Any], now: datetime) -> str:
+    value = doc.get("timestamp")
+    return value if isinstance(value, str) else _now_text(doc, now)
+
+
+def _token_percentage(doc: dict[str, Any], _now: datetime) -> float:
+    usage = (doc.get("context") or {}).get("token_usage") or {}
+    total, limit = usage.get("total"), usage.get("limit")
+    if _is_number(total) and _is_number(limit) and limit:
+        return round(total / limit, 4)
+    return 0.0
+
+
+def _string(default: Default) -> Spec:
+    return Spec("string", default)
+
+
+SCHEMA = Spec(
+    "object",
+    _const({}),
+    {
+        "version": _string(_const(VERSION)),
+        "mode": _string(_const("auto")),
+        "timestamp": Spec("timestamp", _now_text),
+        "project": Spec(
+            "object",
+            _const({}),
+            {
+                "name": _string(_const("")),
+                "description": _string(_const("")),
+                "tech_stack": Spec("object", _const({})),
+            },
+        ),
+        "phases": Spec(
+            "object",
+            _const({}),
+            {
+                "current": _string(_const("")),
+                "completed": Spec("array", _const([])),
+                "status": Spec("phase_statuses", _const({}), allowed=PHASE_STATUSES),
+            },
+        ),
+        "context": Spec(
+            "object",
+            _const({}),
+            {
+                "token_usage": Spec(
+                    "object",
+                    _const({}),
+                    {
+                        "total": Spec("number", _const(0)),
+                        "limit": Spec("number", _const(DEFAULT_TOKEN_LIMIT)),
+                        "percentage": Spec("number", _token_percentage),
+                    },
+                ),
+                "conversation_history": Spec("array", _const([])),
+                "artifacts": Spec("object", _const({})),
+                "decisions": Spec("array", _const([])),
+            },
+        ),
+        "debates": Spec("array", _const([])),
+        "errors": Spec("array", _const([])),
+        "quality_gates": Spec("object", _const({})),
+        "configuration": Spec(
+            "object",
+            _const({}),
+            {
+                "token_limit": Spec("number", _const(DEFAULT_TOKEN_LIMIT)),
+                "save_threshold": Spec("number", _const(0.8)),
+                "output_dir": _string(_const("./mdan-auto-output")),
+                "log_level": _string(_const("INFO")),
+                "fail_fast": Spec("boolean", _const(True)),
+                "debate_enabled": Spec("boolean", _const(True)),
+            },
+        ),
+        "metadata": Spec(
+            "object",
+            _const({}),
+            {
+                "created_at": Spec("timestamp", _save_timestamp),
+                "updated_at": Spec("timestamp", _save_timestamp),
+                "save_count": Spec("integer", _const(1)),
+                "resume_count": Spec("integer", _const(0)),
+            },
+        ),
+    },
+)
+
+
+INT64 = range(-(2**63), 2**63)
+
+
+def _is_integer(value: Any) -> bool:
+    # Bounded to 64 bits: the counters are stored in BIGINT columns.
+    return isinstance(value, int) and not isinstance(value, bool) and value in INT64
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return _is_integer(value)
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """ISO 8601 as the saves write it; a time without a zone is taken as UTC."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def _valid(spec: Spec, value: Any) -> bool:
+    match spec.kind:
+        case "string":
+            return isinstance(value, str)
+        case "timestamp":
+            return parse_timestamp(value) is not None
+        case "number":
+            return _is_number(value)
+        case "integer":
+            return _is_integer(value)
+        case "boolean":
+            return isinstance(value, bool)
+        case "array":
+            return isinstance(value, list)
+        case "object" | "phase_statuses":
+            return isinstance(value, dict)
+    raise AssertionError(spec.kind)
+
+
+_EXPECTED = {
+    "string": "a string",
+    "timestamp": "an ISO 8601 timestamp",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "array": "an array",
+    "object": "an object",
+    "phase_statuses": "an object",
+}
+
+
+def _apply(
+    spec: Spec,
+    node: dict[str, Any],
+    path: tuple[str, ...],
+    root: dict[str, Any],
+    now: datetime,
+    warnings: list[FieldWarning],
+) -> None:
+    for name, child in spec.children.items():
+        where = jsondoc.pointer(*path, name)
+        if name not in node:
+            node[name] = child.default(root, now)
+            warnings.append(FieldWarning(where, f"missing; default {node[name]!r} used"))
+        elif not _valid(child, node[name]):
+            node[name] = child.default(root, now)
+            warnings.append(
+                FieldWarning(where, f"invalid, {_EXPECTED[child.kind]} expected; default used")
+            )
+        value = node[name]
+        if child.kind == "object":
+            _apply(child, value, (*path, name), root, now, warnings)
+        elif child.kind == "phase_statuses":
+            for phase, status in value.items():
+                if status not in child.allowed:
+                    value[phase] = "pending"
+                    warnings.append(
+                        FieldWarning(
+                            jsondoc.pointer(*path, name, phase),
+                            f"status {status!r} is not one of {', '.join(child.allowed)}; "
+                            "'pending' used",
+                        )
+                    )
+
+
+def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], list[FieldWarning]]:
+    """A save document with every documented field present and valid, and what was filled."""
+    document = jsondoc.load(raw)
+    if not isinstance(document, dict):
+        raise InvalidDocument("A context save is a JSON object.", [("", "not an object")])
+    version = document.get("version", VERSION)
+    if version != VERSION:
+        raise InvalidDocument(
+            f"Save format version {version!r} is not supported; this service reads {VERSION!r}.",
+            [("/version", f"must be {VERSION!r}")],
+        )
+    warnings: list[FieldWarning] = []
+    _apply(SCHEMA, document, (), document, now, warnings)
+    return document, warnings
+
+
+def render(document: dict[str, Any]) -> bytes:
+    return jsondoc.dumps_indent2(document)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The fields a listing shows and queries, read from a parsed (valid) document."""
+
+    timestamp: datetime
+    filename: str
+    project_name: str
+    current_phase: str
+    phase_statuses: dict[str, str]
+    token_total: float
+    token_limit: float
+    token_percentage: float
+    save_count: int
+    resume_count: int
+
+    @property
+    def all_phases_complete(self) -> bool:
+        statuses = self.phase_statuses.values()
+        return bool(self.phase_statuses) and all(s == "complete" for s in statuses)
+
+
+def filename_for(timestamp: datetime) -> str:
+    return f"mdan-save-{int(timestamp.timestamp())}.json"
+
+
+def summarize(document: dict[str, Any]) -> Summary:
+    timestamp = parse_timestamp(document["timestamp"])
+    assert timestamp is not None, "summarize() takes a document that parse() has checked"
+    usage = document["context"]["token_usage"]
+    metadata = document["metadata"]
+    return Summary(
+        timestamp=timestamp,
+        filename=filename_for(timestamp),
+        project_name=document["project"]["name"],
+        current_phase=document["phases"]["current"],
+        phase_statuses=dict(document["phases"]["status"]),
+        token_total=usage["total"],
+        token_limit=usage["limit"],
+        token_percentage=usage["percentage"],
+        save_count=metadata["save_count"],
+        resume_count=metadata["resume_count"],
+    )

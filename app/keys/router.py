@@ -1,0 +1,48 @@
+from fastapi import APIRouter, Response
+
+from app.core.body import ContextStoreRoute
+from app.core.deps import Admin, ReadSession, WriteSession
+from app.core.pagination import Cursor, Limit, Page
+from app.keys import service
+from app.keys.models import ApiKey
+from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+
+router = APIRouter(prefix="/v1/admin/keys", tags=["admin"], route_class=ContextStoreRoute)
+
+
+def _public(key: ApiKey) -> ApiKeyPublic:
+    return ApiKeyPublic(
+        id=key.id,
+        tenant=key.tenant,
+        scopes=key.scopes.split(","),
+        name=key.name,
+        prefix=key.prefix,
+        created_at=key.created_at,
+        revoked_at=key.revoked_at,
+    )
+
+
+@router.post("", status_code=201, response_model=ApiKeyCreated)
+def create_key(body: ApiKeyCreate, session: WriteSession, principal: Admin) -> ApiKeyCreated:
+    """Create an API key for the caller's tenant. The key is in this response only.
+
+    Idempotency-Key is not honoured here: replaying the response would mean storing the key.
+    """
+    created = service.create_key(session, principal.tenant, frozenset(body.scopes), body.name)
+    return ApiKeyCreated(**_public(created.record).model_dump(), key=created.secret)
+
+
+@router.get("", response_model=Page[ApiKeyPublic])
+def list_keys(
+    session: ReadSession, principal: Admin, cursor: Cursor = None, limit: Limit = 50
+) -> Page[ApiKeyPublic]:
+    """The tenant's keys, newest first, revoked ones included. Never the keys themselves."""
+    keys, next_cursor = service.list_keys(session, principal.tenant, cursor, limit)
+    return Page(items=[_public(key) for key in keys], next_cursor=next_cursor)
+
+
+@router.delete("/{key_id}", status_code=204, response_class=Response)
+def revoke_key(key_id: str, session: WriteSession, principal: Admin) -> Response:
+    """Revoke a key: it stops working at once. The record stays for the audit trail."""
+    service.revoke_key(session, principal.tenant, key_id)
+    return Response(status_code=204)

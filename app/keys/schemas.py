@@ -1,0 +1,24 @@
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from app.core.security import Scope
+
+
+class ApiKeyCreate(BaseModel):
+    scopes: list[Scope] = Field(min_length=1, examples=[["read", "write"]])
+    name: str | None = Field(default=None, max_length=200, description="A label for people.")
+
+
+class ApiKeyPublic(BaseModel):
+    id: str
+    tenant: str
+    scopes: list[Scope]
+    name: str | None
+    prefix: str = Field(description="The key's first characters, to tell keys apart.")
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKeyPublic):
+    key: str = Field(description="The key itself. Shown this once; only its hash is stored.")

@@ -1,0 +1,69 @@
+"""The app factory: settings, database, routers, error handlers, middleware."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.middleware.gzip import GZipMiddleware
+
+from app import models  # noqa: F401  (every table registered before anything queries)
+from app.core.config import Settings
+from app.core.db import create_database
+from app.core.docs import install_docs
+from app.core.errors import install_error_handlers
+from app.core.json import FastJSONResponse
+from app.core.metrics import Metrics, MetricsMiddleware
+from app.core.migrations import head_revision
+from app.health.router import router as health_router
+from app.keys.router import router as keys_router
+from app.projects.router import router as projects_router
+from app.saves.router import router as saves_router
+
+DESCRIPTION = """\
+Stores what coding agents need to survive token limits, crashes and restarts (context saves,
+working-context snapshots, run state, feature contexts, project memory) and gives every file
+back exactly as its tool wrote it.
+
+Authenticate with `Authorization: Bearer <key>` or `X-API-Key: <key>`. Errors are
+`application/problem+json` (RFC 9457).
+"""
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    database = create_database(app.state.settings)
+    app.state.database = database
+    try:
+        yield
+    finally:
+        database.dispose()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    app = FastAPI(
+        title="context-store",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        default_response_class=FastJSONResponse,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.settings = settings
+    app.state.migration_head = head_revision()
+    metrics = Metrics()
+    app.state.metrics = metrics
+
+    install_error_handlers(app)
+    for router in (health_router, projects_router, saves_router, keys_router):
+        app.include_router(router)
+    install_docs(app)
+
+    app.add_middleware(
+        GZipMiddleware,
+        minimum_size=settings.gzip_minimum_bytes,
+        compresslevel=settings.gzip_level,
+    )
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,65 @@
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, col, select
+
+from app.core.pagination import SortKey, paginate
+from app.projects.models import Project
+from app.projects.resources import PROJECT_RESOURCES
+
+PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]  # type: ignore[arg-type]
+
+
+class ProjectRepository:
+    """Every query is scoped by tenant here, so no caller can forget to."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, tenant: str, name: str, *, for_update: bool = False) -> Project | None:
+        statement = select(Project).where(Project.tenant == tenant, Project.name == name)
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.exec(statement).first()
+
+    def touch(self, tenant: str, name: str, now: datetime) -> int:
+        """Create the project if it is new and record a write; returns its id. One statement,
+        so that two first writes racing each other both succeed."""
+        dialect = sqlite if self.session.get_bind().dialect.name == "sqlite" else postgresql
+        statement = (
+            dialect.insert(Project)
+            .values(tenant=tenant, name=name, created_at=now, last_write_at=now)
+            .on_conflict_do_update(index_elements=["tenant", "name"], set_={"last_write_at": now})
+            .returning(Project.id)  # type: ignore[arg-type]
+        )
+        project_id: int = self.session.execute(statement).scalar_one()
+        return project_id
+
+    def page(self, tenant: str, cursor: str | None, limit: int) -> tuple[list[Project], str | None]:
+        statement = select(Project).where(Project.tenant == tenant)
+        return paginate(self.session, statement, PROJECT_ORDER, cursor, limit)
+
+    def counts(self, project_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """Per project, how many of each resource it holds."""
+        counts: dict[int, dict[str, int]] = {
+            project_id: dict.fromkeys(PROJECT_RESOURCES, 0) for project_id in project_ids
+        }
+        if not project_ids:
+            return counts
+        for resource, model in PROJECT_RESOURCES.items():
+            project_column = col(model.project_id)  # type: ignore[attr-defined]
+            statement = (
+                select(project_column, func.count())
+                .where(project_column.in_(project_ids))
+                .group_by(project_column)
+            )
+            for project_id, count in self.session.exec(statement):
+                counts[project_id][resource] = count
+        return counts
+
+    def delete(self, project: Project) -> None:
+        # The resources go with it: every foreign key to projects is ON DELETE CASCADE.
+        self.session.delete(project)
+        self.session.flush()

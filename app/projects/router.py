@@ -1,0 +1,50 @@
+from fastapi import APIRouter, Request, Response
+
+from app.core.body import ContextStoreRoute
+from app.core.conditional import not_modified, require_if_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.identifiers import ProjectName
+from app.core.pagination import Cursor, Limit, Page
+from app.projects import service
+from app.projects.schemas import ProjectPublic
+
+router = APIRouter(prefix="/v1/projects", tags=["projects"], route_class=ContextStoreRoute)
+
+
+@router.get("", response_model=Page[ProjectPublic])
+def list_projects(
+    session: ReadSession, principal: Reader, cursor: Cursor = None, limit: Limit = 50
+) -> Page[ProjectPublic]:
+    """The caller's projects, newest first, with how many of each resource they hold."""
+    items, next_cursor = service.list_projects(session, principal.tenant, cursor, limit)
+    return Page(items=items, next_cursor=next_cursor)
+
+
+@router.get(
+    "/{project}", response_model=ProjectPublic, responses={304: {"description": "Unchanged"}}
+)
+def get_project(
+    project: ProjectName,
+    request: Request,
+    response: Response,
+    session: ReadSession,
+    principal: Reader,
+) -> ProjectPublic | Response:
+    """One project. A project exists from its first write on."""
+    found = service.get_project(session, principal.tenant, project)
+    etag = service.project_etag(found)
+    if (unchanged := not_modified(request, etag)) is not None:
+        return unchanged
+    response.headers["ETag"] = etag
+    return found
+
+
+@router.delete("/{project}", status_code=204, response_class=Response)
+def delete_project(
+    project: ProjectName, request: Request, session: WriteSession, principal: Writer
+) -> Response:
+    """Delete the project and everything stored in it. Honours If-Match."""
+    service.delete_project(
+        session, principal.tenant, project, lambda etag: require_if_match(request, etag)
+    )
+    return Response(status_code=204)

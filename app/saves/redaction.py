@@ -1,0 +1,111 @@
+"""Secrets out of a save before it is stored (seed 000, "Security").
+
+Each secret is replaced by ``[REDACTED:<kind>]`` where it stands; only the counts per kind
+leave this module. The patterns run in order, most specific first, so that a JWT inside a
+bearer header counts once, as a JWT.
+"""
+
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+MARKER = "[REDACTED:{kind}]"
+
+_SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+            r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+            re.DOTALL,
+        ),
+    ),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    (
+        "api_key",
+        re.compile(
+            r"\b(?:"
+            r"sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
+            r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
+            r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
+            r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab
+            r"|xox[abposr]-[A-Za-z0-9-]{10,}"  # Slack
+            r"|AIza[0-9A-Za-z_-]{35}"  # Google
+            r"|(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,}"  # Stripe
+            r"|hf_[A-Za-z0-9]{30,}"  # Hugging Face
+            r"|gsk_[A-Za-z0-9]{30,}"  # Groq
+            r"|xai-[A-Za-z0-9]{30,}"  # xAI
+            r")"
+        ),
+    ),
+    (
+        "cloud_access_key",
+        re.compile(
+            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"  # AWS key ids
+            r"|(?i:aws_secret_access_key|aws_session_token)\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{16,}"
+            r"|(?i:AccountKey|SharedAccessKey)=[A-Za-z0-9+/=]{20,}"  # Azure
+        ),
+    ),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{12,}=*")),
+    (
+        "password",
+        re.compile(
+            r"(?i)\b(?:password|passwd|pwd|pass|secret|client_secret|api[_-]?key|access[_-]?token"
+            r"|auth[_-]?token)\b(\s*[:=]\s*)"
+            r"(?!\[REDACTED:)(\"[^\"\n]+\"|'[^'\n]+'|[^\s,;\"'}\]]+)"
+        ),
+    ),
+]
+
+
+def _replacement(kind: str) -> Callable[[re.Match[str]], str]:
+    marker = MARKER.format(kind=kind)
+    if kind == "password":
+        # Keep the name and the "=": only the value is the secret.
+        return lambda match: match.group(0)[: match.start(2) - match.start(0)] + marker
+    return lambda _match: marker
+
+
+_REPLACEMENTS = [(kind, pattern, _replacement(kind)) for kind, pattern in _SECRET_PATTERNS]
+
+
+def redact_text(text: str, counts: Counter[str]) -> str:
+    for kind, pattern, replacement in _REPLACEMENTS:
+        text, found = pattern.subn(replacement, text)
+        if found:
+            counts[kind] += found
+    return text
+
+
+def redact_strings(value: Any, counts: Counter[str]) -> Any:
+    """Every string inside ``value`` (keys excepted), redacted in place where mutable."""
+    if isinstance(value, str):
+        return redact_text(value, counts)
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = redact_strings(item, counts)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = redact_strings(item, counts)
+    return value
+
+
+def redact_save(document: dict[str, Any]) -> dict[str, int]:
+    """Redact the parts of a save that carry free text; returns the counts by kind."""
+    counts: Counter[str] = Counter()
+    context = document["context"]
+    for message in context["conversation_history"]:
+        if isinstance(message, dict) and "content" in message:
+            message["content"] = redact_strings(message["content"], counts)
+    artifacts = context["artifacts"]
+    for name, artifact in artifacts.items():
+        if isinstance(artifact, dict):
+            if "content" in artifact:
+                artifact["content"] = redact_strings(artifact["content"], counts)
+        else:
+            artifacts[name] = redact_strings(artifact, counts)
+    redact_strings(context["decisions"], counts)
+    redact_strings(document["debates"], counts)
+    redact_strings(document["errors"], counts)
+    return dict(sorted(counts.items()))

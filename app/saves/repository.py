@@ -1,0 +1,100 @@
+from datetime import datetime
+
+from sqlalchemy import delete, func
+from sqlmodel import Session, col, select
+
+from app.core.pagination import SortKey, paginate
+from app.saves.models import Save, SavePhaseStatus
+
+NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.id)]  # type: ignore[arg-type]
+
+
+class SaveRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add(self, save: Save, phase_statuses: dict[str, str]) -> Save:
+        self.session.add(save)
+        self.session.flush()
+        assert save.id is not None
+        self.session.add_all(
+            SavePhaseStatus(save_id=save.id, phase=phase, status=status)
+            for phase, status in phase_statuses.items()
+        )
+        self.session.flush()
+        return save
+
+    def get(self, project_id: int, save_id: int, *, for_update: bool = False) -> Save | None:
+        statement = select(Save).where(Save.project_id == project_id, Save.id == save_id)
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.exec(statement).first()
+
+    def latest(self, project_id: int) -> Save | None:
+        statement = (
+            select(Save)
+            .where(Save.project_id == project_id)
+            .order_by(col(Save.timestamp).desc(), col(Save.id).desc())
+            .limit(1)
+        )
+        return self.session.exec(statement).first()
+
+    def page(
+        self,
+        project_id: int,
+        *,
+        phase: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        cursor: str | None,
+        limit: int,
+    ) -> tuple[list[Save], str | None]:
+        statement = select(Save).where(Save.project_id == project_id)
+        if phase is not None:
+            statement = statement.where(Save.current_phase == phase)
+        if since is not None:
+            statement = statement.where(col(Save.timestamp) >= since)
+        if until is not None:
+            statement = statement.where(col(Save.timestamp) <= until)
+        return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
+
+    def update(self, save: Save) -> None:
+        self.session.add(save)
+        self.session.flush()
+
+    def delete(self, save: Save) -> None:
+        self.session.delete(save)
+        self.session.flush()
+
+    def delete_older(self, project_id: int, than: Save) -> int:
+        """Delete the project's saves that come before ``than`` (by timestamp, then id)."""
+        older = (col(Save.timestamp) < than.timestamp) | (
+            (col(Save.timestamp) == than.timestamp) & (col(Save.id) < than.id)
+        )
+        return self._delete_where(project_id, older)
+
+    def keep_latest(self, project_id: int, keep: int) -> int:
+        """Delete all but the ``keep`` newest saves of the project."""
+        kept = (
+            select(Save.id)
+            .where(Save.project_id == project_id)
+            .order_by(col(Save.timestamp).desc(), col(Save.id).desc())
+            .limit(keep)
+        )
+        return self._delete_where(project_id, col(Save.id).not_in(kept.scalar_subquery()))
+
+    def _delete_where(self, project_id: int, condition: object) -> int:
+        count_statement = (
+            select(func.count())
+            .select_from(Save)
+            .where(
+                Save.project_id == project_id,
+                condition,  # type: ignore[arg-type]
+            )
+        )
+        count = self.session.exec(count_statement).one()
+        if count:
+            self.session.execute(
+                delete(Save).where(col(Save.project_id) == project_id, condition)  # type: ignore[arg-type]
+            )
+        return count

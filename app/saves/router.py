@@ -1,0 +1,194 @@
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel
+
+from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
+from app.core.conditional import require_if_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
+from app.core.idempotency import IdempotencyDep
+from app.core.identifiers import ProjectName
+from app.core.json import FastJSONResponse
+from app.core.pagination import Cursor, Limit, Page
+from app.core.responses import document_response
+from app.formats.gzip import is_gzip
+from app.saves import service
+from app.saves.schemas import PruneRequest, PruneResult, SaveReceipt, SaveSummary
+
+router = APIRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
+# Save files carry whole agent histories: their import takes the bulk body limit.
+bulk_router = APIRouter(route_class=BulkBodyRoute)
+
+SAVE_FILE = {
+    200: {
+        "description": "The save file exactly as MDAN-AUTO writes it.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    304: {"description": "Unchanged (If-None-Match)."},
+}
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+@bulk_router.post(
+    "/saves",
+    status_code=201,
+    response_model=SaveReceipt,
+    openapi_extra=raw_body("application/json", "application/gzip", schema={"type": "object"}),
+)
+def import_save(
+    project: ProjectName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Import one save file: JSON, gzip-encoded JSON (`Content-Encoding: gzip`) or a
+    `.json.gz` file as the body. Missing or invalid fields get their documented default and a
+    warning; secrets are redacted before storage and counted by kind."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    settings = get_settings(request)
+    if is_gzip(raw):
+        raw = decompress_body(raw, settings.max_bulk_body_bytes)
+    receipt = service.import_save(
+        session, principal.tenant, project, raw, auto_prune=settings.saves_auto_prune
+    )
+    response = FastJSONResponse(
+        receipt.model_dump(mode="json"),
+        status_code=201,
+        headers={"Location": f"{request.url.path}/{receipt.id}"},
+    )
+    return idempotency.record(response)
+
+
+@router.get("/saves", response_model=Page[SaveSummary])
+def list_saves(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    phase: Annotated[
+        str | None, Query(description="Only saves whose `phases.current` is this.")
+    ] = None,
+    since: Annotated[
+        datetime | None, Query(description="Saves with `timestamp` at or after.")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="Saves with `timestamp` at or before.")
+    ] = None,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[SaveSummary]:
+    """Summaries of the project's saves, newest `timestamp` first."""
+    saves, next_cursor = service.list_saves(
+        session,
+        principal.tenant,
+        project,
+        phase=phase,
+        since=_utc(since),
+        until=_utc(until),
+        cursor=cursor,
+        limit=limit,
+    )
+    return Page(
+        items=[SaveSummary.model_validate(save, from_attributes=True) for save in saves],
+        next_cursor=next_cursor,
+    )
+
+
+def _download(request: Request, file: service.SaveFile) -> Response:
+    return document_response(
+        request,
+        etag=file.etag,
+        filename=file.filename,
+        content=file.content,
+        gzipped=file.gzipped,
+    )
+
+
+@router.get("/saves/latest", response_class=Response, responses=SAVE_FILE)
+def latest_save(
+    project: ProjectName, request: Request, session: ReadSession, principal: Reader
+) -> Response:
+    """The newest save (by its `timestamp`), exactly as it was stored."""
+    return _download(request, service.latest_file(session, principal.tenant, project))
+
+
+@router.get("/saves/{save_id}", response_class=Response, responses=SAVE_FILE)
+def export_save(
+    project: ProjectName, save_id: int, request: Request, session: ReadSession, principal: Reader
+) -> Response:
+    """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
+    it is sent compressed."""
+    return _download(request, service.get_file(session, principal.tenant, project, save_id))
+
+
+class ResumeResult(BaseModel):
+    id: int
+    resume_phase: str
+    resume_count: int
+    save: dict[str, Any]
+
+
+@router.post("/saves/{save_id}/resume", response_model=ResumeResult)
+def resume_save(
+    project: ProjectName,
+    save_id: int,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Seed 000's resume: checks the version (409 if it cannot be resumed), increments
+    `metadata.resume_count` (stored), and returns the save with the phase to resume."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    resumed = service.resume(
+        session,
+        principal.tenant,
+        project,
+        save_id,
+        lambda etag: require_if_match(request, etag),
+    )
+    response = FastJSONResponse(
+        {
+            "id": resumed.save_id,
+            "resume_phase": resumed.resume_phase,
+            "resume_count": resumed.resume_count,
+            "save": resumed.document,
+        },
+        headers={"ETag": resumed.etag},
+    )
+    return idempotency.record(response)
+
+
+@router.delete("/saves/{save_id}", status_code=204, response_class=Response)
+def delete_save(
+    project: ProjectName,
+    save_id: int,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Delete one save. Honours If-Match."""
+    service.delete_save(
+        session, principal.tenant, project, save_id, lambda etag: require_if_match(request, etag)
+    )
+    return Response(status_code=204)
+
+
+@router.post("/saves:prune", response_model=PruneResult)
+def prune_saves(
+    project: ProjectName, body: PruneRequest, session: WriteSession, principal: Writer
+) -> PruneResult:
+    """Retention: keep the `keep_latest` newest saves, delete the rest."""
+    return PruneResult(deleted=service.prune(session, principal.tenant, project, body.keep_latest))
+
+
+router.include_router(bulk_router)

@@ -1,0 +1,40 @@
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+
+class SaveWarning(BaseModel):
+    path: str = Field(description="JSON Pointer to the field that was missing or invalid.")
+    message: str
+
+
+class SaveReceipt(BaseModel):
+    id: int
+    filename: str
+    timestamp: str = Field(description="The save's own `timestamp`, as written.")
+    size_bytes: int
+    warnings: list[SaveWarning]
+    redactions: dict[str, int] = Field(description="Secrets replaced before storage, by kind.")
+    pruned: int = Field(description="Older saves deleted because this one completed every phase.")
+
+
+class SaveSummary(BaseModel):
+    id: int
+    filename: str
+    timestamp: datetime
+    project_name: str
+    current_phase: str
+    all_phases_complete: bool
+    token_percentage: float
+    save_count: int
+    resume_count: int
+    size_bytes: int
+    stored_at: datetime
+
+
+class PruneRequest(BaseModel):
+    keep_latest: int = Field(ge=0, description="How many of the newest saves to keep.")
+
+
+class PruneResult(BaseModel):
+    deleted: int

@@ -1,0 +1,201 @@
+"""The rules for context saves: validation with defaults, redaction, retention, resume."""
+
+import gzip
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from app.core.conditional import etag_of
+from app.core.db import utcnow
+from app.core.errors import Conflict, NotFound
+from app.formats import jsondoc, mdan_save
+from app.projects.service import project_id, touch_project
+from app.saves.models import Save
+from app.saves.redaction import redact_save
+from app.saves.repository import SaveRepository
+from app.saves.schemas import SaveReceipt, SaveWarning
+
+# Seed 000: "For large saves (>1MB), consider using gzip compression".
+COMPRESS_OVER_BYTES = 1024 * 1024
+# Level 6 is zlib's own default: most of level 9's ratio at a fraction of its time.
+STORAGE_GZIP_LEVEL = 6
+
+
+@dataclass(frozen=True)
+class SaveFile:
+    """A stored save as a download: the file's bytes (gzip-compressed when ``gzipped``)."""
+
+    filename: str
+    etag: str
+    content: bytes
+    gzipped: bool
+
+
+def _store_content(save: Save, document: dict[str, Any]) -> None:
+    """Render the document and set every column derived from it."""
+    summary = mdan_save.summarize(document)
+    content = mdan_save.render(document)
+    save.timestamp = summary.timestamp
+    save.filename = summary.filename
+    save.project_name = summary.project_name
+    save.current_phase = summary.current_phase
+    save.all_phases_complete = summary.all_phases_complete
+    save.token_total = summary.token_total
+    save.token_limit = summary.token_limit
+    save.token_percentage = summary.token_percentage
+    save.save_count = summary.save_count
+    save.resume_count = summary.resume_count
+    save.size_bytes = len(content)
+    save.etag = etag_of(content)
+    save.content_gzipped = len(content) > COMPRESS_OVER_BYTES
+    save.content = (
+        gzip.compress(content, STORAGE_GZIP_LEVEL, mtime=0) if save.content_gzipped else content
+    )
+
+
+def _file_bytes(save: Save) -> bytes:
+    return gzip.decompress(save.content) if save.content_gzipped else save.content
+
+
+def import_save(
+    session: Session, tenant: str, project: str, raw: bytes, *, auto_prune: bool
+) -> SaveReceipt:
+    document, warnings = mdan_save.parse(raw, utcnow())
+    redactions = redact_save(document)
+    repository = SaveRepository(session)
+    save = Save(project_id=touch_project(session, tenant, project))
+    _store_content(save, document)
+    repository.add(save, mdan_save.summarize(document).phase_statuses)
+    assert save.id is not None
+    # Seed 000: "Delete old saves after successful completion".
+    pruned = (
+        repository.delete_older(save.project_id, save)
+        if (auto_prune and save.all_phases_complete)
+        else 0
+    )
+    return SaveReceipt(
+        id=save.id,
+        filename=save.filename,
+        timestamp=document["timestamp"],
+        size_bytes=save.size_bytes,
+        warnings=[SaveWarning(path=w.path, message=w.message) for w in warnings],
+        redactions=redactions,
+        pruned=pruned,
+    )
+
+
+def _not_found(save_id: int | str) -> NotFound:
+    return NotFound(f"No save {save_id!r} in this project.")
+
+
+def _find(
+    session: Session, tenant: str, project: str, save_id: int, *, for_update: bool = False
+) -> Save:
+    save = SaveRepository(session).get(
+        project_id(session, tenant, project), save_id, for_update=for_update
+    )
+    if save is None:
+        raise _not_found(save_id)
+    return save
+
+
+def _as_file(save: Save) -> SaveFile:
+    return SaveFile(
+        filename=save.filename, etag=save.etag, content=save.content, gzipped=save.content_gzipped
+    )
+
+
+def get_file(session: Session, tenant: str, project: str, save_id: int) -> SaveFile:
+    return _as_file(_find(session, tenant, project, save_id))
+
+
+def latest_file(session: Session, tenant: str, project: str) -> SaveFile:
+    save = SaveRepository(session).latest(project_id(session, tenant, project))
+    if save is None:
+        raise NotFound(f"Project {project!r} has no saves.")
+    return _as_file(save)
+
+
+def list_saves(
+    session: Session,
+    tenant: str,
+    project: str,
+    *,
+    phase: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[Save], str | None]:
+    return SaveRepository(session).page(
+        project_id(session, tenant, project),
+        phase=phase,
+        since=since,
+        until=until,
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+@dataclass(frozen=True)
+class Resumed:
+    save_id: int
+    resume_phase: str
+    resume_count: int
+    etag: str
+    document: dict[str, Any]
+
+
+def resume(
+    session: Session,
+    tenant: str,
+    project: str,
+    save_id: int,
+    precondition: Callable[[str], None],
+) -> Resumed:
+    """Seed 000's resume process: check the version, count the resume, name the phase."""
+    save = _find(session, tenant, project, save_id, for_update=True)
+    precondition(save.etag)
+    document = jsondoc.load(_file_bytes(save))
+    if document.get("version") != mdan_save.VERSION:
+        raise Conflict(
+            f"Save version {document.get('version')!r} cannot be resumed by a "
+            f"{mdan_save.VERSION!r} reader."
+        )
+    if document["metadata"]["resume_count"] >= mdan_save.INT64.stop - 1:
+        raise Conflict("metadata.resume_count is at its largest value; it cannot grow.")
+    document["metadata"]["resume_count"] += 1
+    _store_content(save, document)
+    repository = SaveRepository(session)
+    repository.update(save)
+    touch_project(session, tenant, project)
+    assert save.id is not None
+    return Resumed(
+        save_id=save.id,
+        resume_phase=document["phases"]["current"],
+        resume_count=document["metadata"]["resume_count"],
+        etag=save.etag,
+        document=document,
+    )
+
+
+def delete_save(
+    session: Session,
+    tenant: str,
+    project: str,
+    save_id: int,
+    precondition: Callable[[str], None],
+) -> None:
+    save = _find(session, tenant, project, save_id, for_update=True)
+    precondition(save.etag)
+    SaveRepository(session).delete(save)
+    touch_project(session, tenant, project)
+
+
+def prune(session: Session, tenant: str, project: str, keep_latest: int) -> int:
+    deleted = SaveRepository(session).keep_latest(project_id(session, tenant, project), keep_latest)
+    touch_project(session, tenant, project)
+    return deleted

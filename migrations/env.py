@@ -1,0 +1,74 @@
+"""Alembic environment: one linear history for SQLite and PostgreSQL."""
+
+from logging.config import fileConfig
+from typing import Any
+
+from alembic import context
+from sqlalchemy import create_engine, event, pool
+from sqlmodel.sql.sqltypes import AutoString
+
+from app import models  # noqa: F401  (registers every table on the metadata)
+from app.core.config import Settings
+from app.core.db import UTCDateTime, ensure_sqlite_directory, metadata
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logging", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+
+def database_url() -> str:
+    url = config.attributes.get("database_url")
+    return url if url else Settings().database_url
+
+
+def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
+    """Migrations name plain SQLAlchemy types only, never the app's, so that an old
+    migration keeps working whatever later happens to ``app``."""
+    if type_ != "type":
+        return False
+    if isinstance(obj, AutoString):
+        return f"sa.String(length={obj.length})" if obj.length else "sa.String()"
+    if isinstance(obj, UTCDateTime):
+        return "sa.DateTime(timezone=True)"
+    return False
+
+
+def run_migrations_offline() -> None:
+    context.configure(
+        url=database_url(),
+        target_metadata=metadata,
+        literal_binds=True,
+        render_as_batch=True,
+        render_item=render_item,
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    ensure_sqlite_directory(database_url())
+    engine = create_engine(database_url(), poolclass=pool.NullPool)
+    if engine.dialect.name == "sqlite":
+        # On connect, not in the migration's connection: a statement there would open a
+        # transaction that Alembic then treats as the caller's and never commits.
+        event.listen(
+            engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON")
+        )
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=metadata,
+            # SQLite cannot ALTER most things; batch mode rebuilds the table instead.
+            render_as_batch=True,
+            render_item=render_item,
+            compare_type=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,128 @@
+"""API keys: hashed, scoped, bound to one tenant; another tenant's data is a 404."""
+
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import text
+
+from app.core.config import AuthMode, Settings
+from app.core.security import Scope
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, import_save, seed_save
+
+
+def test_missing_key_is_401_with_a_challenge(app: FastAPI, project):
+    response = client_for(app, None).get("/v1/projects")
+    assert_problem(response, 401)
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_unknown_key_is_401(app: FastAPI):
+    assert_problem(client_for(app, "cs_not-a-real-key").get("/v1/projects"), 401)
+
+
+def test_x_api_key_header_is_accepted(app: FastAPI, tenant):
+    key = create_key(app, tenant, Scope.read)
+    response = client_for(app, None).get("/v1/projects", headers={"X-API-Key": key})
+    assert response.status_code == 200
+
+
+def test_keys_are_stored_hashed(app: FastAPI, engine, tenant):
+    key = create_key(app, tenant)
+    with engine.connect() as connection:
+        stored = connection.execute(
+            text("SELECT key_hash, prefix FROM api_keys WHERE tenant = :t"), {"t": tenant}
+        ).all()
+    assert len(stored) == 1
+    assert key not in stored[0].key_hash and len(stored[0].key_hash) == 64
+    assert key.startswith(stored[0].prefix) and len(stored[0].prefix) < len(key) // 2
+
+
+def test_a_read_key_cannot_write(app: FastAPI, tenant, project):
+    reader = client_for(app, create_key(app, tenant, Scope.read))
+    assert_problem(import_save(reader, project, seed_save()), 403)
+    assert_problem(reader.delete(f"/v1/projects/{project}"), 403)
+    assert reader.get("/v1/projects").status_code == 200
+
+
+def test_a_write_key_cannot_read(app: FastAPI, tenant, project):
+    writer = client_for(app, create_key(app, tenant, Scope.write))
+    assert import_save(writer, project, seed_save()).status_code == 201
+    assert_problem(writer.get("/v1/projects"), 403)
+
+
+def test_another_tenant_sees_nothing_and_changes_nothing(client, other_client, project):
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    base = f"/v1/projects/{project}"
+    assert_problem(other_client.get(base), 404)
+    assert_problem(other_client.get(f"{base}/saves"), 404)
+    assert_problem(other_client.get(f"{base}/saves/{save_id}"), 404)
+    assert_problem(other_client.get(f"{base}/saves/latest"), 404)
+    assert_problem(other_client.delete(f"{base}/saves/{save_id}"), 404)
+    assert_problem(other_client.post(f"{base}/saves/{save_id}/resume"), 404)
+    assert_problem(other_client.delete(base), 404)
+    assert other_client.get("/v1/projects").json()["items"] == []
+    # The other tenant writing to the same name gets a project of its own.
+    assert import_save(other_client, project, seed_save()).status_code == 201
+    assert client.get(f"{base}/saves").json()["items"][0]["id"] == save_id
+    assert len(client.get(f"{base}/saves").json()["items"]) == 1
+    assert client.get(f"{base}/saves/{save_id}").status_code == 200
+
+
+def test_admin_creates_lists_and_revokes_keys(client, app: FastAPI, tenant):
+    created = client.post("/v1/admin/keys", json={"scopes": ["read"], "name": "ci"})
+    assert created.status_code == 201
+    body = created.json()
+    assert body["tenant"] == tenant and body["scopes"] == ["read"]
+    new_key = body["key"]
+    new_client = client_for(app, new_key)
+    assert new_client.get("/v1/projects").status_code == 200
+
+    listed = client.get("/v1/admin/keys").json()["items"]
+    assert body["id"] in [key["id"] for key in listed]
+    assert new_key not in str(listed)
+
+    assert client.delete(f"/v1/admin/keys/{body['id']}").status_code == 204
+    assert_problem(new_client.get("/v1/projects"), 401)
+
+
+def test_admin_routes_need_the_admin_scope(app: FastAPI, tenant):
+    writer = client_for(app, create_key(app, tenant, Scope.read, Scope.write))
+    assert_problem(writer.post("/v1/admin/keys", json={"scopes": ["read"]}), 403)
+    assert_problem(writer.get("/v1/admin/keys"), 403)
+
+
+def test_admin_cannot_revoke_another_tenants_key(client, other_client):
+    other_key = other_client.post("/v1/admin/keys", json={"scopes": ["read"]}).json()
+    assert_problem(client.delete(f"/v1/admin/keys/{other_key['id']}"), 404)
+
+
+def test_unknown_scope_is_a_422(client):
+    body = assert_problem(client.post("/v1/admin/keys", json={"scopes": ["root"]}), 422)
+    assert body["errors"][0]["path"] == "/scopes/0"
+
+
+def test_auth_off_acts_as_the_default_tenant(database_url):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+
+    app = create_app(Settings(database_url=database_url, auth=AuthMode.off))
+    with TestClient(app) as anonymous:
+        assert anonymous.get("/v1/projects").status_code == 200
+        project = "auth-off-" + __import__("secrets").token_hex(4)
+        assert import_save(anonymous, project, seed_save()).status_code == 201
+        names = [
+            p["name"] for p in anonymous.get("/v1/projects", params={"limit": 500}).json()["items"]
+        ]
+        assert project in names
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.4", "example.org", "::"])
+def test_auth_off_is_refused_off_loopback(host):
+    with pytest.raises(ValueError, match="loopback"):
+        Settings(auth=AuthMode.off, host=host)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_auth_off_is_allowed_on_loopback(host):
+    assert Settings(auth=AuthMode.off, host=host).host == host

@@ -1,0 +1,83 @@
+"""Every error is problem+json with the right status; nothing internal reaches the client."""
+
+import pytest
+from fastapi import FastAPI
+
+from app.saves import service as saves_service
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, import_save, seed_save
+
+
+def test_unknown_route_is_a_404_problem(client):
+    assert_problem(client.get("/v1/nothing-here"), 404)
+
+
+def test_wrong_method_is_a_405_problem(client):
+    assert_problem(client.put("/healthz"), 405)
+
+
+def test_malformed_json_is_a_400_problem(client, project):
+    for route in (f"/v1/projects/{project}/saves", f"/v1/projects/{project}/saves:prune"):
+        response = client.post(
+            route, content=b'{"keep_latest": ', headers={"Content-Type": "application/json"}
+        )
+        assert_problem(response, 400)
+
+
+def test_contract_violation_is_a_422_with_pointed_errors(client, project):
+    response = client.post(f"/v1/projects/{project}/saves:prune", json={"keep_latest": -1})
+    body = assert_problem(response, 422)
+    assert body["errors"] == [
+        {"path": "/keep_latest", "message": "Input should be greater than or equal to 0"}
+    ]
+
+
+def test_query_violation_points_at_the_parameter(client):
+    body = assert_problem(client.get("/v1/projects", params={"limit": 0}), 422)
+    assert [error["path"] for error in body["errors"]] == ["query.limit"]
+
+
+def test_wrong_content_type_is_a_415_problem(client, project):
+    response = client.post(
+        f"/v1/projects/{project}/saves:prune",
+        content=b"keep_latest=1",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert_problem(response, 415)
+    response = client.post(
+        f"/v1/projects/{project}/saves", content=b"<xml/>", headers={"Content-Type": "text/xml"}
+    )
+    assert_problem(response, 415)
+
+
+def test_missing_content_type_is_a_415_problem(client, project):
+    response = client.post(f"/v1/projects/{project}/saves:prune", content=b'{"keep_latest": 1}')
+    assert_problem(response, 415)
+
+
+def test_unexpected_failure_is_a_500_problem_without_internals(
+    app: FastAPI, tenant, project, monkeypatch
+):
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("secret internal state at /srv/app/thing.py")
+
+    monkeypatch.setattr(saves_service, "list_saves", explode)
+    client = client_for(app, create_key(app, tenant), raise_server_exceptions=False)
+    import_save(client, project, seed_save())
+    body = assert_problem(client.get(f"/v1/projects/{project}/saves"), 500)
+    assert "secret internal state" not in body["detail"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["-starts-with-dash", ".hidden", "a" * 129, "ünïcode", "semi;colon", "sp ace", "a%00b"],
+)
+def test_invalid_identifiers_are_422_problems(client, name):
+    body = assert_problem(client.get(f"/v1/projects/{name}/saves"), 422)
+    assert body["errors"][0]["path"] == "path.project"
+
+
+def test_path_traversal_never_reaches_a_route(client):
+    response = client.get("/v1/projects/..%2F..%2Fetc/saves")
+    assert response.status_code in (404, 422)
+    assert_problem(response, response.status_code)
