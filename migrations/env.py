@@ -51,9 +51,7 @@ def run_migrations_online() -> None:
     if engine.dialect.name == "sqlite":
         # On connect, not in the migration's connection: a statement there would open a
         # transaction that Alembic then treats as the caller's and never commits.
-        event.listen(
-            engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON")
-        )
+        event.listen(engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON"))
     with engine.connect() as connection:
         context.configure(
             connection=connection,

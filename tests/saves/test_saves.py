@@ -1,0 +1,263 @@
+"""Saves through the API, on SQLite and PostgreSQL."""
+
+import gzip
+import json
+import logging
+
+import pytest
+from sqlalchemy import text
+
+from tests.helpers import assert_problem, golden_bytes, import_save, python_indent2, seed_save
+
+
+def _url(project: str, suffix: str = "") -> str:
+    return f"/v1/projects/{project}/saves{suffix}"
+
+
+def test_the_seed_example_round_trips_byte_for_byte(client, project):
+    receipt = import_save(client, project, golden_bytes("mdan-save-seed-example.json"))
+    assert receipt.status_code == 201
+    body = receipt.json()
+    assert body == {
+        "id": body["id"],
+        "filename": "mdan-save-1705314225.json",
+        "timestamp": "2024-01-15T10:23:45Z",
+        "size_bytes": len(python_indent2(seed_save())),
+        "warnings": [],
+        "redactions": {},
+        "pruned": 0,
+    }
+    assert receipt.headers["location"] == _url(project, f"/{body['id']}")
+    exported = client.get(receipt.headers["location"], headers={"Accept-Encoding": "identity"})
+    assert exported.content == python_indent2(seed_save())
+    assert exported.headers["content-type"] == "application/json"
+    assert exported.headers["content-disposition"] == (
+        'attachment; filename="mdan-save-1705314225.json"'
+    )
+    assert client.get(_url(project, "/latest")).content == exported.content
+
+
+def test_unknown_fields_and_non_ascii_survive(client, project):
+    document = seed_save()
+    document["x_tool_field"] = {"nested": [1, 2.5, None, True], "ünï": "çødé 😀"}
+    document["context"]["conversation_history"][0]["extra"] = "kept"
+    saved = import_save(client, project, document).json()
+    assert client.get(_url(project, f"/{saved['id']}")).content == python_indent2(document)
+
+
+def test_defaults_are_reported_as_warnings_and_stored(client, project):
+    document = seed_save()
+    del document["configuration"]["log_level"]
+    document["metadata"]["resume_count"] = "zero"
+    receipt = import_save(client, project, document).json()
+    assert receipt["warnings"] == [
+        {"path": "/configuration/log_level", "message": "missing; default 'INFO' used"},
+        {"path": "/metadata/resume_count", "message": "invalid, an integer expected; default used"},
+    ]
+    stored = client.get(_url(project, f"/{receipt['id']}")).json()
+    assert stored["configuration"]["log_level"] == "INFO"
+    assert stored["metadata"]["resume_count"] == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [
+        (b'{"version": "2.0"}', 422),
+        (b"[1, 2]", 422),
+        (b'"a string"', 422),
+        (b'{"version": "1.0",', 400),
+        (b"\xff\xfe\xfa", 400),
+        (b"", 400),
+    ],
+)
+def test_bad_saves_are_refused_and_store_nothing(client, project, content, status):
+    import_save(client, project, seed_save())
+    assert_problem(import_save(client, project, content), status)
+    assert len(client.get(_url(project)).json()["items"]) == 1
+
+
+def test_version_refusal_points_at_the_version(client, project):
+    body = assert_problem(import_save(client, project, {"version": "0.9"}), 422)
+    assert body["errors"] == [{"path": "/version", "message": "must be '1.0'"}]
+
+
+def test_a_gzip_file_body_is_accepted(client, project):
+    compressed = gzip.compress(python_indent2(seed_save()))
+    response = client.post(
+        _url(project), content=compressed, headers={"Content-Type": "application/gzip"}
+    )
+    assert response.status_code == 201, response.text
+    exported = client.get(_url(project, "/latest"))
+    assert exported.content == python_indent2(seed_save())
+
+
+def test_export_is_gzip_when_asked(client, project):
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    response = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "gzip"})
+    assert response.headers["content-encoding"] == "gzip"
+    assert response.content == python_indent2(seed_save())  # httpx decoded it
+
+
+SECRETS = {
+    "api_key": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    "cloud_access_key": "AKIAIOSFODNN7EXAMPLE",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk",
+    "private_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "password": "hunter2-correct-horse",
+    "bearer_token": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5",
+}
+
+
+def _document_with_secrets() -> dict:
+    document = seed_save()
+    history = document["context"]["conversation_history"]
+    history[1]["content"] = f"use key {SECRETS['api_key']} and AWS {SECRETS['cloud_access_key']}"
+    history[2]["content"] = f"token {SECRETS['jwt']}"
+    document["context"]["artifacts"]["plan"]["content"] = SECRETS["private_key"]
+    document["context"]["decisions"][0]["rationale"] = f"db password={SECRETS['password']}"
+    document["debates"][0]["arguments"]["dev"] = f"Authorization: Bearer {SECRETS['bearer_token']}"
+    document["errors"] = [{"id": "e1", "message": f"failed with {SECRETS['api_key']}"}]
+    return document
+
+
+def test_secrets_are_redacted_before_storage(client, engine, project, caplog):
+    caplog.set_level(logging.DEBUG)
+    receipt = import_save(client, project, _document_with_secrets())
+    assert receipt.status_code == 201
+    assert receipt.json()["redactions"] == {
+        "api_key": 2,
+        "bearer_token": 1,
+        "cloud_access_key": 1,
+        "jwt": 1,
+        "password": 1,
+        "private_key": 1,
+    }
+    exported = client.get(_url(project, "/latest")).text
+    with engine.connect() as connection:
+        stored = b"".join(
+            bytes(row.content) for row in connection.execute(text("SELECT content FROM saves"))
+        )
+    for kind, secret in SECRETS.items():
+        for where, haystack in (
+            ("receipt", receipt.text),
+            ("export", exported),
+            ("database", stored.decode("latin-1")),
+            ("logs", caplog.text),
+        ):
+            assert secret not in haystack, f"{kind} secret found in the {where}"
+    assert "[REDACTED:api_key]" in exported
+    assert (
+        "db password=[REDACTED:password]"
+        in json.loads(exported)["context"]["decisions"][0]["rationale"]
+    )
+
+
+def test_list_filters_and_summaries(client, project):
+    for stamp, phase in (
+        ("2024-01-01T00:00:00Z", "PLAN"),
+        ("2024-01-02T00:00:00Z", "IMPLEMENT"),
+        ("2024-01-03T00:00:00Z", "IMPLEMENT"),
+    ):
+        document = seed_save()
+        document["timestamp"] = stamp
+        document["phases"]["current"] = phase
+        import_save(client, project, document)
+    items = client.get(_url(project), params={"phase": "IMPLEMENT"}).json()["items"]
+    assert [i["timestamp"] for i in items] == ["2024-01-03T00:00:00Z", "2024-01-02T00:00:00Z"]
+    assert items[0]["project_name"] == "MyProject"
+    assert items[0]["token_percentage"] == 0.8
+    assert items[0]["filename"] == "mdan-save-1704240000.json"
+    window = client.get(
+        _url(project), params={"since": "2024-01-02T00:00:00Z", "until": "2024-01-02T12:00:00Z"}
+    ).json()["items"]
+    assert [i["current_phase"] for i in window] == ["IMPLEMENT"]
+    assert_problem(client.get(_url(project), params={"since": "not a date"}), 422)
+
+
+def test_resume_counts_and_names_the_phase(client, project):
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    resumed = client.post(_url(project, f"/{save_id}/resume"))
+    assert resumed.status_code == 200
+    body = resumed.json()
+    assert body["resume_phase"] == "IMPLEMENT" and body["resume_count"] == 1
+    assert body["save"]["metadata"]["resume_count"] == 1
+    client.post(_url(project, f"/{save_id}/resume"))
+    exported = client.get(_url(project, f"/{save_id}"))
+    expected = seed_save()
+    expected["metadata"]["resume_count"] = 2
+    assert exported.content == python_indent2(expected)
+    assert client.get(_url(project)).json()["items"][0]["resume_count"] == 2
+
+
+def test_resume_at_the_largest_count_is_a_409(client, project):
+    document = seed_save()
+    document["metadata"]["resume_count"] = 2**63 - 1
+    save_id = import_save(client, project, document).json()["id"]
+    assert_problem(client.post(_url(project, f"/{save_id}/resume")), 409)
+
+
+def test_missing_saves_are_404(client, project):
+    import_save(client, project, seed_save())
+    assert_problem(client.get(_url(project, "/999999")), 404)
+    assert_problem(client.post(_url(project, "/999999/resume")), 404)
+    assert_problem(client.delete(_url(project, "/999999")), 404)
+    assert_problem(client.get(_url(project, "/not-a-number")), 422)
+
+
+def test_latest_of_an_empty_project_is_404(client, project):
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    client.delete(_url(project, f"/{save_id}"))
+    assert_problem(client.get(_url(project, "/latest")), 404)
+
+
+def _complete(document: dict, stamp: str) -> dict:
+    document["timestamp"] = stamp
+    document["phases"]["status"] = dict.fromkeys(document["phases"]["status"], "complete")
+    return document
+
+
+def test_a_completed_save_deletes_the_older_ones(client, project):
+    ids = []
+    for day in (1, 2, 3):
+        document = seed_save()
+        document["timestamp"] = f"2024-01-0{day}T00:00:00Z"
+        ids.append(import_save(client, project, document).json()["id"])
+    done = import_save(client, project, _complete(seed_save(), "2024-01-02T12:00:00Z")).json()
+    assert done["pruned"] == 2
+    remaining = [i["id"] for i in client.get(_url(project)).json()["items"]]
+    assert remaining == [ids[2], done["id"]]
+
+
+def test_prune_keeps_the_newest(client, project):
+    for day in range(1, 6):
+        document = seed_save()
+        document["timestamp"] = f"2024-01-0{day}T00:00:00Z"
+        import_save(client, project, document)
+    assert client.post(_url(project, ":prune"), json={"keep_latest": 2}).json() == {"deleted": 3}
+    stamps = [i["timestamp"] for i in client.get(_url(project)).json()["items"]]
+    assert stamps == ["2024-01-05T00:00:00Z", "2024-01-04T00:00:00Z"]
+    assert client.post(_url(project, ":prune"), json={"keep_latest": 2}).json() == {"deleted": 0}
+
+
+def test_a_large_save_is_stored_compressed_and_round_trips(client, engine, project):
+    document = seed_save()
+    # 20 MB of varied text, so that compression has work to do.
+    document["context"]["artifacts"]["big"] = {
+        "file": "big.md",
+        "content": "".join(f"line {n}: {n * 7919 % 104729}\n" for n in range(1_100_000)),
+    }
+    expected = python_indent2(document)
+    assert len(expected) > 20_000_000
+    receipt = import_save(client, project, expected)
+    assert receipt.status_code == 201, receipt.text
+    save_id = receipt.json()["id"]
+    with engine.connect() as connection:
+        stored = connection.execute(
+            text("SELECT content_gzipped, LENGTH(content) AS n FROM saves WHERE id = :i"),
+            {"i": save_id},
+        ).one()
+    assert stored.content_gzipped and stored.n < len(expected) // 2
+    plain = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "identity"})
+    assert plain.content == expected
+    zipped = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "gzip"})
+    assert zipped.headers["content-encoding"] == "gzip" and zipped.content == expected
