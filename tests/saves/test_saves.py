@@ -101,8 +101,13 @@ def test_export_is_gzip_when_asked(client, project):
 SECRETS = {
     "api_key": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
     "cloud_access_key": "AKIAIOSFODNN7EXAMPLE",
-    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk",
-    "private_key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----",
+    "jwt": (
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk"
+    ),
+    "private_key": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
+    ),
     "password": "hunter2-correct-horse",
     "bearer_token": "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5",
 }
