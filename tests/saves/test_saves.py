@@ -102,8 +102,7 @@ SECRETS = {
     "api_key": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
     "cloud_access_key": "AKIAIOSFODNN7EXAMPLE",
     "jwt": (
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-        "dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk"
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk"
     ),
     "private_key": (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
@@ -266,3 +265,18 @@ def test_a_large_save_is_stored_compressed_and_round_trips(client, engine, proje
     assert plain.content == expected
     zipped = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "gzip"})
     assert zipped.headers["content-encoding"] == "gzip" and zipped.content == expected
+
+
+def test_automatic_retention_can_be_turned_off(database_url, tenant, project):
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from tests.conftest import client_for, create_key, make_settings
+
+    app = create_app(make_settings(database_url, saves_auto_prune=False))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        import_save(client, project, seed_save())
+        done = import_save(client, project, _complete(seed_save(), "2024-02-01T00:00:00Z"))
+        assert done.json()["pruned"] == 0
+        assert len(client.get(_url(project)).json()["items"]) == 2
