@@ -45,6 +45,10 @@ APPEND_BODY = raw_body(
     NDJSON_MEDIA_TYPE,
     schema={"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
 )
+APPEND_BODY["requestBody"]["content"][NDJSON_MEDIA_TYPE]["schema"] = {
+    "type": "string",
+    "description": "JSONL: one item a line, as in the memory files.",
+}
 
 
 def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
