@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from starlette.middleware.gzip import GZipMiddleware
 
 from app import models  # noqa: F401  (every table registered before anything queries)
+from app.agents.router import router as agents_router
 from app.core.config import Settings
 from app.core.db import create_database
 from app.core.docs import install_docs
@@ -56,7 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
 
     install_error_handlers(app)
-    for router in (health_router, projects_router, saves_router, keys_router):
+    for router in (health_router, projects_router, saves_router, agents_router, keys_router):
         app.include_router(router)
     install_docs(app)
 

@@ -12,3 +12,6 @@ IDENTIFIER_RULE = (
 ProjectName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Project name: {IDENTIFIER_RULE}.")
 ]
+AgentName = Annotated[
+    str, Path(pattern=IDENTIFIER_PATTERN, description=f"Agent id: {IDENTIFIER_RULE}.")
+]

@@ -1,6 +1,7 @@
 """JSON as Python's ``json`` module reads and writes it: the reference writer of most formats."""
 
 import json
+import math
 from typing import Any
 
 from app.formats.errors import MalformedDocument
@@ -10,10 +11,18 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e999 parses as inf, which json.dumps would write back as the non-JSON Infinity.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of the range of a double")
+    return value
+
+
 def load(raw: bytes) -> Any:
     """Parse strict JSON: UTF-8 (a BOM allowed), no NaN or Infinity. Key order is kept."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except UnicodeDecodeError as exc:
         raise MalformedDocument("The body is not valid UTF-8.") from exc
     except json.JSONDecodeError as exc:

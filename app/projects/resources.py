@@ -2,6 +2,11 @@
 
 from sqlmodel import SQLModel
 
+from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.saves.models import Save
 
-PROJECT_RESOURCES: dict[str, type[SQLModel]] = {"saves": Save}
+PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
+    "saves": Save,
+    "working_context_snapshots": AgentSnapshot,
+    "agent_memory_items": AgentMemoryItem,
+}

@@ -1,0 +1,208 @@
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from app.agents import service
+from app.agents.schemas import (
+    AppendReceipt,
+    MemoryFile,
+    RestoreRequest,
+    RestoreResult,
+    SnapshotReceipt,
+)
+from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
+from app.core.conditional import require_if_match, require_if_none_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.idempotency import IdempotencyDep
+from app.core.identifiers import AgentName, ProjectName
+from app.core.json import FastJSONResponse
+from app.core.pagination import Cursor, Limit, Page
+from app.core.responses import document_response
+from app.formats import working_context_snapshot as snapshot_format
+from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE
+
+router = APIRouter(
+    prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
+)
+
+SNAPSHOT_FILE = {
+    200: {
+        "description": "The snapshot exactly as autobyteus writes it (compact, one line).",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    304: {"description": "Unchanged (If-None-Match)."},
+}
+MEMORY_LIST = {
+    200: {
+        "description": "A page of items, oldest first; with `Accept: application/x-ndjson`, "
+        "the whole JSONL file.",
+        "content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
+    }
+}
+APPEND_BODY = raw_body(
+    "application/json",
+    NDJSON_MEDIA_TYPE,
+    schema={"oneOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}]},
+)
+APPEND_BODY["requestBody"]["content"][NDJSON_MEDIA_TYPE]["schema"] = {
+    "type": "string",
+    "description": "JSONL: one item a line, as in the memory files.",
+}
+
+
+def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    # Python's json, not orjson: documents may hold integers beyond 64 bits.
+    return Response(json.dumps(body), status_code, headers, media_type="application/json")
+
+
+@router.put(
+    "/working-context-snapshot",
+    response_model=SnapshotReceipt,
+    responses={201: {"description": "Created.", "model": SnapshotReceipt}},
+    openapi_extra=raw_body("application/json", schema={"type": "object"}),
+)
+def put_snapshot(
+    project: ProjectName,
+    agent: AgentName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Write the cache. Valid means `schema_version` 1, `agent_id` equal to the path's agent,
+    and well-formed messages; otherwise a 422 names each fault. Honours If-Match and
+    `If-None-Match: *`."""
+
+    def precondition(current: str | None) -> None:
+        require_if_match(request, current)
+        require_if_none_match(request, current)
+
+    stored = service.put_snapshot(session, principal.tenant, project, agent, raw, precondition)
+    return FastJSONResponse(
+        stored.receipt.model_dump(),
+        status_code=201 if stored.created else 200,
+        headers={"ETag": stored.etag},
+    )
+
+
+@router.get("/working-context-snapshot", response_class=Response, responses=SNAPSHOT_FILE)
+def get_snapshot(
+    project: ProjectName,
+    agent: AgentName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+) -> Response:
+    """The cache exactly: `json.dumps(payload)`, one line."""
+    snapshot = service.get_snapshot(session, principal.tenant, project, agent)
+    return document_response(
+        request, etag=snapshot.etag, filename=snapshot_format.FILENAME, content=snapshot.content
+    )
+
+
+@router.delete("/working-context-snapshot", status_code=204, response_class=Response)
+def delete_snapshot(
+    project: ProjectName,
+    agent: AgentName,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Drop the cache. Honours If-Match."""
+    service.delete_snapshot(
+        session, principal.tenant, project, agent, lambda etag: require_if_match(request, etag)
+    )
+    return Response(status_code=204)
+
+
+@router.post(
+    "/memory/{memory}", status_code=201, response_model=AppendReceipt, openapi_extra=APPEND_BODY
+)
+def append_memory(
+    project: ProjectName,
+    agent: AgentName,
+    memory: MemoryFile,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Append items: one JSON object, a JSON array of them, or JSONL lines
+    (`application/x-ndjson`). All are checked before any is stored."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    appended = service.append_memory(
+        session, principal.tenant, project, agent, memory.kind, raw, media_type_of(request)
+    )
+    return idempotency.record(FastJSONResponse({"appended": appended}, status_code=201))
+
+
+def _wants_ndjson(request: Request) -> bool:
+    accepted = request.headers.get("accept", "").split(",")
+    return any(part.split(";")[0].strip().lower() == NDJSON_MEDIA_TYPE for part in accepted)
+
+
+@router.get("/memory/{memory}", response_model=Page[dict[str, Any]], responses=MEMORY_LIST)
+def list_memory(
+    project: ProjectName,
+    agent: AgentName,
+    memory: MemoryFile,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Response:
+    """Items oldest first. With `Accept: application/x-ndjson`, the whole file as autobyteus
+    writes it (`json.dumps(item)` and a newline per item), as a download."""
+    if _wants_ndjson(request):
+        exported = service.memory_file(session, principal.tenant, project, agent, memory.kind)
+        response = document_response(
+            request,
+            etag=exported.etag,
+            filename=FILENAMES[memory.kind],
+            content=exported.content,
+            media_type=NDJSON_MEDIA_TYPE,
+        )
+        response.headers["Vary"] = "Accept, Accept-Encoding"
+        return response
+    lines, next_cursor = service.memory_page(
+        session, principal.tenant, project, agent, memory.kind, cursor, limit
+    )
+    # The stored lines are already JSON: spliced in, not parsed and rendered again.
+    content = b'{"items":[' + b",".join(lines) + b'],"next_cursor":'
+    content += json.dumps(next_cursor).encode() + b"}"
+    return Response(content, media_type="application/json", headers={"Vary": "Accept"})
+
+
+@router.post("/restore", response_model=RestoreResult)
+def restore(
+    project: ProjectName,
+    agent: AgentName,
+    body: RestoreRequest,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Restore the working context: a valid cache as it is (`source: cache`), otherwise a
+    rebuild from the system prompt and memory (`source: rebuild`, with the `reason`). The
+    result is stored as the new cache, `epoch_id` + 1 and `last_compaction_ts` now.
+    Honours If-Match (against the current cache)."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    restored = service.restore(
+        session,
+        principal.tenant,
+        project,
+        agent,
+        body,
+        lambda etag: require_if_match(request, etag),
+    )
+    response = _json(
+        {"source": restored.source, "reason": restored.reason, "snapshot": restored.document},
+        headers={"ETag": restored.etag},
+    )
+    return idempotency.record(response)

@@ -1,0 +1,223 @@
+"""The rules for agents: the snapshot cache, memory appends, and restore (cache first,
+otherwise a rebuild from memory, as autobyteus 1.4's bootstrapper does)."""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlmodel import Session
+
+from app.agents import compaction
+from app.agents.models import AgentMemoryItem, AgentSnapshot
+from app.agents.repository import MemoryRepository, SnapshotRepository
+from app.agents.schemas import RestoreRequest, SnapshotReceipt
+from app.core.conditional import etag_of
+from app.core.db import utcnow
+from app.core.errors import Conflict, NotFound
+from app.formats import agent_memory, jsondoc
+from app.formats import working_context_snapshot as snapshot_format
+from app.formats.agent_memory import MemoryKind
+from app.formats.errors import MalformedDocument
+from app.projects.service import project_id, touch_project
+
+# WorkingContextSnapshot's epoch before anything was restored or compacted.
+INITIAL_EPOCH = 1
+
+Precondition = Callable[[str | None], None]
+
+
+@dataclass(frozen=True)
+class Download:
+    etag: str
+    content: bytes
+
+
+@dataclass(frozen=True)
+class StoredSnapshot:
+    created: bool
+    etag: str
+    receipt: SnapshotReceipt
+
+
+@dataclass(frozen=True)
+class Restored:
+    source: Literal["cache", "rebuild"]
+    reason: str
+    etag: str
+    document: dict[str, Any]
+
+
+def _not_found(agent: str) -> NotFound:
+    return NotFound(f"Agent {agent!r} has no working context snapshot in this project.")
+
+
+def _store(
+    repository: SnapshotRepository, snapshot: AgentSnapshot, document: dict[str, Any]
+) -> None:
+    snapshot.content = snapshot_format.render(document)
+    snapshot.etag = etag_of(snapshot.content)
+    snapshot.updated_at = utcnow()
+    repository.save(snapshot)
+
+
+def _locked(
+    session: Session, tenant: str, project: str, agent: str, precondition: Precondition
+) -> tuple[SnapshotRepository, AgentSnapshot]:
+    """The agent's snapshot row, locked for this transaction (a new one when none is stored),
+    after the client's precondition has seen its ETag."""
+    pid = touch_project(session, tenant, project)
+    repository = SnapshotRepository(session)
+    current = repository.get(pid, agent, for_update=True)
+    precondition(current.etag if current is not None else None)
+    return repository, current or AgentSnapshot(project_id=pid, agent=agent)
+
+
+def put_snapshot(
+    session: Session, tenant: str, project: str, agent: str, raw: bytes, precondition: Precondition
+) -> StoredSnapshot:
+    document = snapshot_format.parse(raw, agent)
+    repository, snapshot = _locked(session, tenant, project, agent, precondition)
+    created = snapshot.id is None
+    _store(repository, snapshot, document)
+    receipt = SnapshotReceipt(
+        agent_id=agent,
+        schema_version=document["schema_version"],
+        epoch_id=document["epoch_id"],
+        message_count=len(document["messages"]),
+        size_bytes=len(snapshot.content),
+    )
+    return StoredSnapshot(created=created, etag=snapshot.etag, receipt=receipt)
+
+
+def get_snapshot(session: Session, tenant: str, project: str, agent: str) -> Download:
+    snapshot = SnapshotRepository(session).get(project_id(session, tenant, project), agent)
+    if snapshot is None:
+        raise _not_found(agent)
+    return Download(etag=snapshot.etag, content=snapshot.content)
+
+
+def delete_snapshot(
+    session: Session, tenant: str, project: str, agent: str, precondition: Precondition
+) -> None:
+    repository = SnapshotRepository(session)
+    snapshot = repository.get(project_id(session, tenant, project), agent, for_update=True)
+    if snapshot is None:
+        raise _not_found(agent)
+    precondition(snapshot.etag)
+    repository.delete(snapshot)
+    touch_project(session, tenant, project)
+
+
+def append_memory(
+    session: Session,
+    tenant: str,
+    project: str,
+    agent: str,
+    kind: MemoryKind,
+    raw: bytes,
+    media_type: str | None,
+) -> int:
+    items = agent_memory.parse(raw, media_type, kind)
+    repository = MemoryRepository(session, touch_project(session, tenant, project), agent, kind)
+    repository.add([(agent_memory.render_line(item), item.get("turn_id")) for item in items])
+    return len(items)
+
+
+def _memory(
+    session: Session, tenant: str, project: str, agent: str, kind: MemoryKind
+) -> MemoryRepository:
+    return MemoryRepository(session, project_id(session, tenant, project), agent, kind)
+
+
+def memory_page(
+    session: Session,
+    tenant: str,
+    project: str,
+    agent: str,
+    kind: MemoryKind,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[bytes], str | None]:
+    items, next_cursor = _memory(session, tenant, project, agent, kind).page(cursor, limit)
+    return [item.line for item in items], next_cursor
+
+
+def memory_file(
+    session: Session, tenant: str, project: str, agent: str, kind: MemoryKind
+) -> Download:
+    lines = [item.line for item in _memory(session, tenant, project, agent, kind).all()]
+    content = agent_memory.render_file(lines)
+    return Download(etag=etag_of(content), content=content)
+
+
+def _cached(snapshot: AgentSnapshot | None, agent: str) -> tuple[Any, str | None]:
+    """What the cache holds, and why it cannot be used (None when it can)."""
+    if snapshot is None:
+        return None, "no snapshot is cached"
+    try:
+        document = jsondoc.load(snapshot.content)
+    except MalformedDocument:
+        return None, "the cached snapshot is not well-formed JSON"
+    faults = snapshot_format.faults(document, agent)
+    if faults:
+        listed = "; ".join(f"{path or '/'}: {message}" for path, message in faults)
+        return document, f"the cached snapshot is invalid ({listed})"
+    return document, None
+
+
+def _previous_epoch(cached: Any) -> int:
+    epoch = cached.get("epoch_id") if isinstance(cached, dict) else None
+    valid = snapshot_format.is_integer(epoch) and epoch in snapshot_format.EPOCH_RANGE
+    return epoch if valid else INITIAL_EPOCH
+
+
+def _items(rows: list[AgentMemoryItem]) -> list[dict[str, Any]]:
+    return [json.loads(row.line) for row in rows]
+
+
+def _rebuilt_messages(
+    session: Session, project_id: int, agent: str, options: RestoreRequest
+) -> list[dict[str, Any]]:
+    def memory(kind: MemoryKind) -> MemoryRepository:
+        return MemoryRepository(session, project_id, agent, kind)
+
+    traces = _items(memory(MemoryKind.raw_trace).of_last_turns(options.raw_tail_turns))
+    return compaction.build_messages(
+        options.system_prompt,
+        _items(memory(MemoryKind.episodic).latest(options.max_episodic)),
+        _items(memory(MemoryKind.semantic).latest(options.max_semantic)),
+        compaction.select_raw_tail(traces, options.raw_tail_turns),
+    )
+
+
+def restore(
+    session: Session,
+    tenant: str,
+    project: str,
+    agent: str,
+    options: RestoreRequest,
+    precondition: Precondition,
+) -> Restored:
+    """Cache first; otherwise rebuild from memory. Either way the result becomes the cache,
+    one epoch on, compacted now."""
+    repository, snapshot = _locked(session, tenant, project, agent, precondition)
+    cached, problem = _cached(snapshot if snapshot.id is not None else None, agent)
+    epoch = _previous_epoch(cached)
+    if epoch + 1 not in snapshot_format.EPOCH_RANGE:
+        raise Conflict("epoch_id is at its largest value; the snapshot cannot be restored again.")
+    now = utcnow().timestamp()
+    if problem is None:
+        document = cached
+        document["epoch_id"] = epoch + 1
+        document["last_compaction_ts"] = now
+    else:
+        messages = _rebuilt_messages(session, snapshot.project_id, agent, options)
+        document = snapshot_format.snapshot(agent, epoch + 1, now, messages)
+    _store(repository, snapshot, document)
+    return Restored(
+        source="cache" if problem is None else "rebuild",
+        reason="the cached snapshot is valid" if problem is None else problem,
+        etag=snapshot.etag,
+        document=document,
+    )

@@ -1,0 +1,179 @@
+"""autobyteus working context snapshots (seed 001): ``working_context_snapshot.json``.
+
+The layout is the one autobyteus 1.4's ``WorkingContextSnapshotSerializer`` writes:
+``schema_version``, ``agent_id``, ``epoch_id``, ``last_compaction_ts`` and ``messages``, each
+message with the seven keys of ``Message.to_dict()``. Its store writes the file with
+``json.dump(payload, handle)``: compact, one line, non-ASCII escaped, no newline at the end.
+
+``faults`` lists everything that makes a document an invalid cache; ``parse`` refuses such a
+document naming each fault. Unknown fields are kept where they are.
+"""
+
+import json
+from typing import Any
+
+from app.formats import jsondoc
+from app.formats.errors import InvalidDocument
+
+SCHEMA_VERSION = 1
+FILENAME = "working_context_snapshot.json"
+ROLES = ("system", "user", "assistant", "tool")
+MEDIA_KEYS = ("image_urls", "audio_urls", "video_urls")
+MESSAGE_KEYS = ("role", "content", "reasoning_content", *MEDIA_KEYS, "tool_payload")
+TOOL_CALL_KEYS = ("id", "name", "arguments")
+TOOL_RESULT_KEYS = ("tool_call_id", "tool_name", "tool_result", "tool_error")
+# epoch_id counts restores and compactions: a non-negative 64-bit integer.
+EPOCH_RANGE = range(0, 2**63)
+
+Fault = tuple[str, str]
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    # jsondoc.load never produces NaN or infinities.
+    return is_integer(value) or isinstance(value, float)
+
+
+def _string_or_null(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _missing_keys(node: dict[str, Any], keys: tuple[str, ...], *path: str | int) -> list[Fault]:
+    return [(jsondoc.pointer(*path, key), "missing") for key in keys if key not in node]
+
+
+def _tool_call_faults(call: Any, *path: str | int) -> list[Fault]:
+    if not isinstance(call, dict):
+        return [(jsondoc.pointer(*path), "a tool call is an object")]
+    faults = _missing_keys(call, TOOL_CALL_KEYS, *path)
+    for key in ("id", "name"):
+        if key in call and not isinstance(call[key], str):
+            faults.append((jsondoc.pointer(*path, key), "must be a string"))
+    if "arguments" in call and not (
+        call["arguments"] is None or isinstance(call["arguments"], dict)
+    ):
+        faults.append((jsondoc.pointer(*path, "arguments"), "must be an object or null"))
+    return faults
+
+
+def _tool_payload_faults(payload: Any, *path: str | int) -> list[Fault]:
+    """A payload is either tool calls (``tool_calls``) or one tool result, as Message writes."""
+    if payload is None:
+        return []
+    if not isinstance(payload, dict):
+        return [(jsondoc.pointer(*path), "must be an object or null")]
+    if "tool_calls" in payload:
+        calls = payload["tool_calls"]
+        if not isinstance(calls, list):
+            return [(jsondoc.pointer(*path, "tool_calls"), "must be an array")]
+        return [
+            fault
+            for index, call in enumerate(calls)
+            for fault in _tool_call_faults(call, *path, "tool_calls", index)
+        ]
+    if "tool_call_id" not in payload:
+        return [(jsondoc.pointer(*path), "must hold either tool_calls or a tool result")]
+    faults = _missing_keys(payload, TOOL_RESULT_KEYS, *path)
+    for key in ("tool_call_id", "tool_name"):
+        if key in payload and not isinstance(payload[key], str):
+            faults.append((jsondoc.pointer(*path, key), "must be a string"))
+    if not _string_or_null(payload.get("tool_error")):
+        faults.append((jsondoc.pointer(*path, "tool_error"), "must be a string or null"))
+    return faults
+
+
+def message_faults(message: Any, *path: str | int) -> list[Fault]:
+    if not isinstance(message, dict):
+        return [(jsondoc.pointer(*path), "a message is an object")]
+    faults = _missing_keys(message, MESSAGE_KEYS, *path)
+    if "role" in message and message["role"] not in ROLES:
+        faults.append((jsondoc.pointer(*path, "role"), f"must be one of {', '.join(ROLES)}"))
+    for key in ("content", "reasoning_content"):
+        if not _string_or_null(message.get(key)):
+            faults.append((jsondoc.pointer(*path, key), "must be a string or null"))
+    for key in MEDIA_KEYS:
+        urls = message.get(key, [])
+        if not isinstance(urls, list) or not all(isinstance(url, str) for url in urls):
+            faults.append((jsondoc.pointer(*path, key), "must be an array of strings"))
+    faults.extend(_tool_payload_faults(message.get("tool_payload"), *path, "tool_payload"))
+    return faults
+
+
+def _header_faults(document: dict[str, Any], agent_id: str) -> list[Fault]:
+    faults = _missing_keys(
+        document, ("schema_version", "agent_id", "epoch_id", "last_compaction_ts", "messages")
+    )
+    version = document.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION or not is_integer(version):
+        faults.append(
+            (
+                "/schema_version",
+                f"schema_version {version!r} is not supported; this service reads {SCHEMA_VERSION}",
+            )
+        )
+    if "agent_id" in document and document["agent_id"] != agent_id:
+        faults.append(("/agent_id", f"must equal the agent in the path, {agent_id!r}"))
+    epoch = document.get("epoch_id", 0)
+    if not (is_integer(epoch) and epoch in EPOCH_RANGE):
+        faults.append(("/epoch_id", "must be an integer from 0 to 2^63 - 1"))
+    compacted = document.get("last_compaction_ts")
+    if not (compacted is None or is_number(compacted)):
+        faults.append(("/last_compaction_ts", "must be a number (unix seconds) or null"))
+    return faults
+
+
+def faults(document: Any, agent_id: str) -> list[Fault]:
+    """Everything that keeps ``document`` from being a valid cache for ``agent_id``."""
+    if not isinstance(document, dict):
+        return [("", "a working context snapshot is a JSON object")]
+    found = _header_faults(document, agent_id)
+    messages = document.get("messages", [])
+    if not isinstance(messages, list):
+        return [*found, ("/messages", "must be an array")]
+    for index, message in enumerate(messages):
+        found.extend(message_faults(message, "messages", index))
+    return found
+
+
+def parse(raw: bytes, agent_id: str) -> dict[str, Any]:
+    """The snapshot in ``raw``, or InvalidDocument naming each fault."""
+    document = jsondoc.load(raw)
+    found = faults(document, agent_id)
+    if found:
+        raise InvalidDocument("The working context snapshot is not valid.", found)
+    assert isinstance(document, dict)
+    return document
+
+
+def render(document: dict[str, Any]) -> bytes:
+    """Byte for byte what ``json.dump(payload, handle)`` writes."""
+    return json.dumps(document).encode("ascii")
+
+
+def message(role: str, content: str | None) -> dict[str, Any]:
+    """A message as autobyteus's ``Message(role, content).to_dict()`` lays it out."""
+    return {
+        "role": role,
+        "content": content,
+        "reasoning_content": None,
+        "image_urls": [],
+        "audio_urls": [],
+        "video_urls": [],
+        "tool_payload": None,
+    }
+
+
+def snapshot(
+    agent_id: str, epoch_id: int, last_compaction_ts: float, messages: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A new snapshot document, keys in the serializer's order."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "agent_id": agent_id,
+        "epoch_id": epoch_id,
+        "last_compaction_ts": last_compaction_ts,
+        "messages": messages,
+    }

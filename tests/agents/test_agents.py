@@ -1,0 +1,360 @@
+"""Working context snapshots, agent memory and restore through the API, on both databases."""
+
+import json
+import threading
+
+import pytest
+from sqlalchemy import text
+
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, golden_bytes
+
+AGENT = "agent_123"
+NDJSON = "application/x-ndjson"
+SNAPSHOT = golden_bytes("autobyteus/working_context_snapshot.json")
+MEMORY_FILES = {
+    "raw-traces": "raw_traces.jsonl",
+    "episodic": "episodic.jsonl",
+    "semantic": "semantic.jsonl",
+}
+
+
+def _url(project: str, suffix: str, agent: str = AGENT) -> str:
+    return f"/v1/projects/{project}/agents/{agent}/{suffix}"
+
+
+def _put(client, project, content: bytes, agent: str = AGENT, **headers):
+    return client.put(
+        _url(project, "working-context-snapshot", agent),
+        content=content,
+        headers={"Content-Type": "application/json", **headers},
+    )
+
+
+def _snapshot(**changes) -> dict:
+    document = json.loads(SNAPSHOT)
+    document.update(changes)
+    return document
+
+
+def _append_file(client, project, memory: str, **headers):
+    return client.post(
+        _url(project, f"memory/{memory}"),
+        content=golden_bytes(f"autobyteus/{MEMORY_FILES[memory]}"),
+        headers={"Content-Type": NDJSON, **headers},
+    )
+
+
+def _restore(client, project, body=None, **headers):
+    return client.post(
+        _url(project, "restore"), json=body or {"system_prompt": "System prompt"}, headers=headers
+    )
+
+
+def test_the_snapshot_exports_byte_for_byte_including_non_ascii(client, project):
+    created = _put(client, project, SNAPSHOT)
+    assert created.status_code == 201, created.text
+    assert created.json() == {
+        "agent_id": AGENT,
+        "schema_version": 1,
+        "epoch_id": 4,
+        "message_count": 5,
+        "size_bytes": len(SNAPSHOT),
+    }
+    exported = client.get(_url(project, "working-context-snapshot"))
+    assert exported.content == SNAPSHOT
+    assert exported.headers["etag"] == created.headers["etag"]
+    assert exported.headers["content-type"] == "application/json"
+    assert exported.headers["content-disposition"] == (
+        'attachment; filename="working_context_snapshot.json"'
+    )
+
+
+def test_an_indented_snapshot_is_exported_as_the_writer_writes_it(client, project):
+    document = _snapshot(x_unknown={"kept": "é"})
+    document["messages"][0]["x_extra"] = [1, 2]
+    assert _put(client, project, json.dumps(document, indent=2).encode()).status_code == 201
+    exported = client.get(_url(project, "working-context-snapshot")).content
+    assert exported == json.dumps(document).encode()
+    assert b"\n" not in exported
+
+
+@pytest.mark.parametrize(
+    ("document", "path"),
+    [
+        (_snapshot(agent_id="agent_999"), "/agent_id"),
+        (_snapshot(schema_version=2), "/schema_version"),
+        (
+            _snapshot(messages=[{**_snapshot()["messages"][0], "role": "narrator"}]),
+            "/messages/0/role",
+        ),
+    ],
+)
+def test_invalid_snapshots_are_refused_and_store_nothing(client, project, document, path):
+    body = assert_problem(_put(client, project, json.dumps(document).encode()), 422)
+    assert [error["path"] for error in body["errors"]] == [path]
+    assert_problem(client.get(_url(project, "working-context-snapshot")), 404)
+
+
+def test_malformed_and_wrongly_typed_bodies(client, project):
+    assert_problem(_put(client, project, b'{"schema_version": 1,'), 400)
+    response = client.put(
+        _url(project, "working-context-snapshot"),
+        content=SNAPSHOT,
+        headers={"Content-Type": "text/plain"},
+    )
+    assert_problem(response, 415)
+    assert_problem(_put(client, project, SNAPSHOT, agent="bad agent"), 422)
+
+
+def test_replace_conditional_requests_and_delete(client, project):
+    first = _put(client, project, SNAPSHOT)
+    assert_problem(_put(client, project, SNAPSHOT, **{"If-None-Match": "*"}), 412)
+    changed = json.dumps(_snapshot(epoch_id=5)).encode()
+    assert_problem(_put(client, project, changed, **{"If-Match": '"stale"'}), 412)
+    replaced = _put(client, project, changed, **{"If-Match": first.headers["etag"]})
+    assert replaced.status_code == 200
+    assert replaced.json()["epoch_id"] == 5
+    url = _url(project, "working-context-snapshot")
+    unchanged = client.get(url, headers={"If-None-Match": replaced.headers["etag"]})
+    assert unchanged.status_code == 304
+    assert_problem(client.delete(url, headers={"If-Match": first.headers["etag"]}), 412)
+    assert client.delete(url).status_code == 204
+    assert_problem(client.get(url), 404)
+    assert_problem(client.delete(url), 404)
+
+
+@pytest.mark.parametrize("memory", list(MEMORY_FILES))
+def test_memory_ndjson_in_and_out_byte_for_byte(client, project, memory):
+    appended = _append_file(client, project, memory)
+    assert appended.status_code == 201, appended.text
+    expected = golden_bytes(f"autobyteus/{MEMORY_FILES[memory]}")
+    assert appended.json() == {"appended": expected.count(b"\n")}
+    exported = client.get(_url(project, f"memory/{memory}"), headers={"Accept": NDJSON})
+    assert exported.content == expected
+    assert exported.headers["content-type"] == NDJSON
+    assert exported.headers["content-disposition"] == (
+        f'attachment; filename="{MEMORY_FILES[memory]}"'
+    )
+
+
+def test_memory_lists_oldest_first_in_pages(client, project):
+    _append_file(client, project, "raw-traces")
+    lines = golden_bytes("autobyteus/raw_traces.jsonl").splitlines()
+    items, cursor = [], None
+    while True:
+        params = {"limit": 4} | ({"cursor": cursor} if cursor else {})
+        page = client.get(_url(project, "memory/raw-traces"), params=params).json()
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert items == [json.loads(line) for line in lines]
+
+
+def test_memory_appends_take_an_object_or_an_array(client, project):
+    fact = {"id": "sem_1", "ts": 1.0, "fact": "A fact.", "confidence": 1, "salience": 0.5}
+    url = _url(project, "memory/semantic")
+    assert client.post(url, json=fact).json() == {"appended": 1}
+    assert client.post(url, json=[fact, {**fact, "id": "sem_2"}]).json() == {"appended": 2}
+    listed = client.get(url).json()["items"]
+    assert [item["id"] for item in listed] == ["sem_1", "sem_1", "sem_2"]
+    exported = client.get(url, headers={"Accept": NDJSON}).content
+    assert exported == b"".join(json.dumps(i).encode() + b"\n" for i in listed)
+
+
+def test_a_bad_item_refuses_the_whole_append(client, project):
+    url = _url(project, "memory/episodic")
+    good = {"id": "ep", "ts": 1.0, "turn_ids": ["t1"], "summary": "s", "salience": 0.1}
+    body = assert_problem(client.post(url, json=[good, {**good, "turn_ids": "t1"}]), 422)
+    assert body["errors"] == [{"path": "/1/turn_ids", "message": "must be an array of strings"}]
+    assert_problem(client.post(url, content=b"{nope", headers={"Content-Type": NDJSON}), 400)
+    assert_problem(client.post(url, content=b"x", headers={"Content-Type": "text/csv"}), 415)
+    assert_problem(client.post(_url(project, "memory/procedural"), json=good), 422)
+    # Nothing was written: not even the project came into being.
+    assert_problem(client.get(url), 404)
+
+
+def test_a_retried_append_with_the_same_key_appends_once(client, project):
+    headers = {"Idempotency-Key": "append-1"}
+    first = _append_file(client, project, "episodic", **headers)
+    again = _append_file(client, project, "episodic", **headers)
+    assert again.status_code == first.status_code == 201
+    assert again.json() == first.json()
+    assert again.headers["idempotent-replayed"] == "true"
+    listed = client.get(_url(project, "memory/episodic")).json()["items"]
+    assert len(listed) == first.json()["appended"]
+
+
+def test_restore_from_cache_bumps_the_epoch_and_keeps_the_messages(client, project):
+    _put(client, project, SNAPSHOT)
+    restored = _restore(client, project)
+    assert restored.status_code == 200, restored.text
+    body = restored.json()
+    assert body["source"] == "cache"
+    snapshot = body["snapshot"]
+    assert snapshot["epoch_id"] == 5
+    assert snapshot["messages"] == _snapshot()["messages"]
+    assert isinstance(snapshot["last_compaction_ts"], float)
+    assert snapshot["last_compaction_ts"] > 1738100000.0
+    cached = client.get(_url(project, "working-context-snapshot"))
+    assert cached.content == json.dumps(snapshot).encode()
+    assert cached.headers["etag"] == restored.headers["etag"]
+    assert _restore(client, project).json()["snapshot"]["epoch_id"] == 6
+
+
+def _fixture_memory(client, project):
+    for memory in MEMORY_FILES:
+        assert _append_file(client, project, memory).status_code == 201
+
+
+def test_restore_by_rebuild_lays_the_summary_out_as_autobyteus(client, project):
+    _fixture_memory(client, project)
+    restored = _restore(client, project, {"system_prompt": "Système"})
+    body = restored.json()
+    assert body["source"] == "rebuild"
+    assert body["reason"] == "no snapshot is cached"
+    summary = golden_bytes("autobyteus/compaction-summary-default.txt").decode()
+    media = {"reasoning_content": None, "image_urls": [], "audio_urls": [], "video_urls": []}
+    assert body["snapshot"]["messages"] == [
+        {"role": "system", "content": "Système", **media, "tool_payload": None},
+        {"role": "user", "content": summary, **media, "tool_payload": None},
+    ]
+    assert list(body["snapshot"]) == [
+        "schema_version",
+        "agent_id",
+        "epoch_id",
+        "last_compaction_ts",
+        "messages",
+    ]
+    assert body["snapshot"]["epoch_id"] == 2
+    cached = client.get(_url(project, "working-context-snapshot")).content
+    assert cached == json.dumps(body["snapshot"]).encode()
+    assert _restore(client, project).json()["source"] == "cache"
+
+
+def test_restore_limits_choose_the_latest_memory(client, project):
+    _fixture_memory(client, project)
+    options = {"system_prompt": "S", "max_episodic": 1, "max_semantic": 0, "raw_tail_turns": 1}
+    summary = _restore(client, project, options).json()["snapshot"]["messages"][1]["content"]
+    assert summary == (
+        "[MEMORY:EPISODIC]\n"
+        "1) Turn four: tests started — 完了.\n\n"
+        "[RECENT TURNS]\n"
+        "(turn_0005:1) USER: Thanks\n"
+        "(turn_0005:2) ASSISTANT: Done.\n"
+        "(turn_0005:3) TOOL_CALL: ls {'dir': '.'}"
+    )
+
+
+def test_restore_with_no_memory_is_the_system_prompt_alone(client, project):
+    messages = _restore(client, project).json()["snapshot"]["messages"]
+    assert [(m["role"], m["content"]) for m in messages] == [("system", "System prompt")]
+
+
+def _corrupt_cache(engine, tenant, project, content: bytes) -> None:
+    with engine.begin() as connection:
+        connection.execute(
+            text(
+                "UPDATE agent_snapshots SET content = :content WHERE agent = :agent AND "
+                "project_id = (SELECT id FROM projects WHERE tenant = :tenant AND name = :name)"
+            ),
+            {"content": content, "agent": AGENT, "tenant": tenant, "name": project},
+        )
+
+
+@pytest.mark.parametrize(
+    ("stored", "reason"),
+    [
+        (json.dumps(_snapshot(schema_version=9)).encode(), "schema_version 9 is not supported"),
+        (json.dumps(_snapshot(agent_id="someone")).encode(), "/agent_id"),
+        (b"{not json", "not well-formed JSON"),
+    ],
+)
+def test_an_invalid_stored_cache_falls_back_to_rebuild(
+    client, engine, tenant, project, stored, reason
+):
+    _fixture_memory(client, project)
+    _put(client, project, SNAPSHOT)
+    _corrupt_cache(engine, tenant, project, stored)
+    body = _restore(client, project).json()
+    assert body["source"] == "rebuild"
+    assert reason in body["reason"]
+    assert body["snapshot"]["messages"][1]["content"].startswith("[MEMORY:EPISODIC]")
+    # The epoch goes on from the stored one when it is readable.
+    assert body["snapshot"]["epoch_id"] == (5 if stored.startswith(b'{"') else 2)
+
+
+def test_restore_validates_its_options_and_honours_if_match(client, project):
+    assert_problem(_restore(client, project, {"max_episodic": 3}), 422)
+    body = {"system_prompt": "S", "raw_tail_turns": -1}
+    assert_problem(_restore(client, project, body), 422)
+    _put(client, project, SNAPSHOT)
+    assert_problem(_restore(client, project, None, **{"If-Match": '"stale"'}), 412)
+
+
+def test_a_retried_restore_with_the_same_key_bumps_the_epoch_once(client, project):
+    _put(client, project, SNAPSHOT)
+    first = _restore(client, project, None, **{"Idempotency-Key": "restore-1"})
+    again = _restore(client, project, None, **{"Idempotency-Key": "restore-1"})
+    assert again.content == first.content
+    cached = client.get(_url(project, "working-context-snapshot")).json()
+    assert cached["epoch_id"] == 5
+
+
+def test_concurrent_restores_each_count_one_epoch(app, tenant, project):
+    key = create_key(app, tenant)
+    _put(client_for(app, key), project, SNAPSHOT)
+    epochs: list[int] = []
+
+    def restore_once() -> None:
+        response = _restore(client_for(app, key), project)
+        assert response.status_code == 200, response.text
+        epochs.append(response.json()["snapshot"]["epoch_id"])
+
+    threads = [threading.Thread(target=restore_once) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(epochs) == list(range(5, 13))
+
+
+def test_concurrent_appends_lose_nothing(app, tenant, project):
+    key = create_key(app, tenant)
+
+    def append(index: int) -> None:
+        fact = {"id": f"sem_{index}", "ts": 1.0, "fact": "f", "confidence": 1, "salience": 1}
+        response = client_for(app, key).post(_url(project, "memory/semantic"), json=fact)
+        assert response.status_code == 201, response.text
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    listed = client_for(app, key).get(_url(project, "memory/semantic")).json()["items"]
+    assert sorted(item["id"] for item in listed) == sorted(f"sem_{i}" for i in range(10))
+
+
+def test_other_tenants_see_nothing(client, other_client, project):
+    _put(client, project, SNAPSHOT)
+    _append_file(client, project, "semantic")
+    assert_problem(other_client.get(_url(project, "working-context-snapshot")), 404)
+    assert_problem(other_client.get(_url(project, "memory/semantic")), 404)
+    assert_problem(other_client.delete(_url(project, "working-context-snapshot")), 404)
+    assert client.get(_url(project, "working-context-snapshot")).content == SNAPSHOT
+
+
+def test_project_counts_and_deletion_cover_agents(client, project):
+    _put(client, project, SNAPSHOT)
+    _append_file(client, project, "semantic")
+    counts = client.get(f"/v1/projects/{project}").json()["counts"]
+    assert counts["working_context_snapshots"] == 1
+    assert counts["agent_memory_items"] == 2
+    assert client.delete(f"/v1/projects/{project}").status_code == 204
+    _append_file(client, project, "episodic")
+    counts = client.get(f"/v1/projects/{project}").json()["counts"]
+    assert counts["working_context_snapshots"] == 0
+    assert counts["agent_memory_items"] == 4
+    assert client.get(_url(project, "memory/semantic")).json()["items"] == []
