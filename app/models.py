@@ -3,6 +3,7 @@
 from app.core.idempotency import IdempotencyRecord
 from app.keys.models import ApiKey
 from app.projects.models import Project
+from app.runs.models import RunCountedSession, RunState
 from app.saves.models import Save
 
-__all__ = ["ApiKey", "IdempotencyRecord", "Project", "Save"]
+__all__ = ["ApiKey", "IdempotencyRecord", "Project", "RunCountedSession", "RunState", "Save"]

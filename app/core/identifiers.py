@@ -12,3 +12,6 @@ IDENTIFIER_RULE = (
 ProjectName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Project name: {IDENTIFIER_RULE}.")
 ]
+RunName = Annotated[
+    str, Path(pattern=IDENTIFIER_PATTERN, description=f"Run name: {IDENTIFIER_RULE}.")
+]

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.formats.errors import InvalidDocument, MalformedDocument
+from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
 from app.formats.jsondoc import pointer
 
 CURRENT_VERSION = 2
@@ -155,6 +155,11 @@ _RFC3339 = re.compile(
 )
 
 
+def is_text(value: str) -> bool:
+    """False for a string holding a lone surrogate, which JSON can escape but UTF-8 not hold."""
+    return _SURROGATE.search(value) is None
+
+
 def is_rfc3339(text: str) -> bool:
     """What Go's ``time.Time`` accepts from JSON: RFC 3339 with real dates and times."""
     match = _RFC3339.match(text)
@@ -274,7 +279,7 @@ class _Reader:
         }
 
     def text(self, value: str, path: tuple[str, ...]) -> str:
-        if _SURROGATE.search(value):
+        if not is_text(value):
             self.fault(pointer(*path), "contains a lone surrogate, which is not text")
         return value
 
@@ -339,6 +344,35 @@ def fresh(now: datetime) -> dict[str, Any]:
         "total_turns": 0,
         "updated_at": go_time(now),
     }
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What atari's own load makes of a file: ``stored``, ``migrated`` or ``reset``."""
+
+    outcome: str
+    state: dict[str, Any]
+    reason: str
+    file_version: int | None
+    notes: list[Note]
+
+
+def load(raw: bytes, now: datetime) -> Loaded:
+    """atari's ``StateSink.Load``: a file Go cannot read, or of a version it does not know
+    (missing, zero, future), is set aside and the state starts fresh; version 1 is migrated.
+    Fields Go would leave at their zero value are filled in, and noted."""
+    try:
+        state, notes = read(decode(raw), zero_missing=True)
+    except FormatError as exc:
+        faults = [Note(path, message) for path, message in exc.errors]
+        return Loaded("reset", fresh(now), f"unreadable: {exc.message}", None, faults)
+    version = state["version"]
+    if version == CURRENT_VERSION:
+        return Loaded("stored", state, "version 2, the current version", version, notes)
+    if version == 1:
+        return Loaded("migrated", migrate(state), "version 1, migrated to 2", version, notes)
+    reason = "no version (0)" if version == 0 else f"version {version} is not 1 or 2"
+    return Loaded("reset", fresh(now), reason, version, [])
 
 
 def go_time(moment: datetime) -> str:

@@ -2,6 +2,7 @@
 
 from sqlmodel import SQLModel
 
+from app.runs.models import RunState
 from app.saves.models import Save
 
-PROJECT_RESOURCES: dict[str, type[SQLModel]] = {"saves": Save}
+PROJECT_RESOURCES: dict[str, type[SQLModel]] = {"saves": Save, "runs": RunState}
