@@ -39,6 +39,6 @@ class RunRepository:
             dialect.insert(RunCountedSession)
             .values(run_state_id=run_state_id, session_id=session_id)
             .on_conflict_do_nothing()
+            .returning(RunCountedSession.session_id)  # type: ignore[arg-type]
         )
-        inserted: int = self.session.execute(statement).rowcount  # type: ignore[attr-defined]
-        return inserted == 1
+        return self.session.execute(statement).scalar_one_or_none() is not None

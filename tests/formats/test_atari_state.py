@@ -49,7 +49,7 @@ def test_rendering_is_stable():
 @pytest.mark.parametrize(
     ("text", "written"),
     [
-        ("<a href='x'>&amp;</a>", '"\\u003ca href=\'x\'\\u003e\\u0026amp;\\u003c/a\\u003e"'),
+        ("<a href='x'>&amp;</a>", "\"\\u003ca href='x'\\u003e\\u0026amp;\\u003c/a\\u003e\""),
         ("line\u2028para\u2029", '"line\\u2028para\\u2029"'),
         ("tab\tnl\ncr\rbs\bff\f", '"tab\\tnl\\ncr\\rbs\\bff\\f"'),
         ("\x00\x01\x1f\x7f", '"\\u0000\\u0001\\u001f\x7f"'),
@@ -204,8 +204,10 @@ def test_reading_as_go_does_fills_zero_values_and_notes_them():
     state, notes = atari_state.read(
         atari_state.decode(b'{"status": null, "history": {}}'), zero_missing=True
     )
-    assert state["version"] == 0 and state["status"] == "" and state["updated_at"] == (
-        "0001-01-01T00:00:00Z"
+    assert (
+        state["version"] == 0
+        and state["status"] == ""
+        and state["updated_at"] == ("0001-01-01T00:00:00Z")
     )
     assert notes[0] == atari_state.Note("/status", "null; Go's zero value used")
     assert atari_state.Note("/version", "missing; Go's zero value used") in notes
