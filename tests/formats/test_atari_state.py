@@ -89,9 +89,7 @@ def test_history_keys_are_sorted_and_fields_take_struct_order():
         key: {"last_attempt": "2024-01-15T10:30:00Z", "attempts": 1, "status": "working", "id": key}
         for key in ("b", "a", "é", "Z")
     }
-    document = {"history": history, **_state()}
-    document["history"] = history
-    written = atari_state.render(_parse(document)).decode()
+    written = atari_state.render(_parse(_state(history=history))).decode()
     assert [line.strip() for line in written.splitlines() if line.startswith('    "')] == [
         '"Z": {',
         '"a": {',
