@@ -4,6 +4,16 @@ from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.core.idempotency import IdempotencyRecord
 from app.keys.models import ApiKey
 from app.projects.models import Project
+from app.runs.models import RunCountedSession, RunState
 from app.saves.models import Save
 
-__all__ = ["AgentMemoryItem", "AgentSnapshot", "ApiKey", "IdempotencyRecord", "Project", "Save"]
+__all__ = [
+    "AgentMemoryItem",
+    "AgentSnapshot",
+    "ApiKey",
+    "IdempotencyRecord",
+    "Project",
+    "RunCountedSession",
+    "RunState",
+    "Save",
+]

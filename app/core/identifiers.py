@@ -15,3 +15,6 @@ ProjectName = Annotated[
 AgentName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Agent id: {IDENTIFIER_RULE}.")
 ]
+RunName = Annotated[
+    str, Path(pattern=IDENTIFIER_PATTERN, description=f"Run name: {IDENTIFIER_RULE}.")
+]

@@ -3,10 +3,12 @@
 from sqlmodel import SQLModel
 
 from app.agents.models import AgentMemoryItem, AgentSnapshot
+from app.runs.models import RunState
 from app.saves.models import Save
 
 PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
     "saves": Save,
     "working_context_snapshots": AgentSnapshot,
     "agent_memory_items": AgentMemoryItem,
+    "runs": RunState,
 }

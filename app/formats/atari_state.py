@@ -1,0 +1,495 @@
+"""atari's run state (seed 002): ``.atari/state.json`` as atari's Go writer writes it.
+
+atari keeps the file as a Go struct and saves it with ``json.MarshalIndent(state, "", "  ")``.
+So the file's layout is the struct's, not the input's: its fields in declaration order, the
+``omitempty`` ones left out when empty, the ``history`` map's keys sorted, floats in Go's
+shortest form, non-ASCII written raw, ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, no
+newline at the end. ``render`` writes exactly that.
+
+The struct (``internal/events/statesink.go``): version 1 is the documented format; version 2,
+the tool's current one, adds the stall fields and ``created_beads`` at the end. The shapes of
+those additions are assumptions (see README): plain strings with ``omitempty``, ``stalled_at``
+a ``*time.Time`` with ``omitempty``, ``created_beads`` a ``[]string`` with ``omitempty``.
+
+Go drops fields its struct does not have; this store keeps them (after the known ones, in the
+order they came), since real files carry fields the documents never mention.
+
+``parse`` reads a document the way Go's ``json.Unmarshal`` would accept it into that struct and
+refuses anything else. Strictly: integers must be integer literals in 64-bit range, times
+RFC 3339 as Go parses them, and a key that Go would match only case-insensitively, a duplicate
+key or a lone surrogate is refused rather than guessed at. Timestamps are kept as written.
+"""
+
+import calendar
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
+from app.formats.jsondoc import pointer
+
+CURRENT_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
+INT64 = range(-(2**63), 2**63)
+FILENAME = "state.json"
+BACKUP_FILENAME = "state.json.backup"
+# What Go writes for a zero time.Time.
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+class Number(str):
+    """A JSON number as written. Known fields convert it; unknown fields keep the literal."""
+
+    @property
+    def is_integer_literal(self) -> bool:
+        return not any(mark in self for mark in ".eE")
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # int, string, float, time, history, optional_time, strings
+    omitempty: bool = False
+
+
+STATE_FIELDS = (
+    Field("version", "int"),
+    Field("status", "string"),
+    Field("iteration", "int"),
+    Field("current_bead", "string", omitempty=True),
+    Field("history", "history"),
+    Field("total_cost", "float"),
+    Field("total_turns", "int"),
+    Field("updated_at", "time"),
+    Field("active_top_level", "string", omitempty=True),
+    Field("active_top_level_title", "string", omitempty=True),
+    # Version 2.
+    Field("stalled_bead_id", "string", omitempty=True),
+    Field("stalled_bead_title", "string", omitempty=True),
+    Field("stall_reason", "string", omitempty=True),
+    Field("stalled_at", "optional_time", omitempty=True),
+    Field("stall_type", "string", omitempty=True),
+    Field("created_beads", "strings", omitempty=True),
+)
+ENTRY_FIELDS = (
+    Field("id", "string"),
+    Field("status", "string"),
+    Field("attempts", "int"),
+    Field("last_attempt", "time"),
+    Field("last_error", "string", omitempty=True),
+    Field("last_session_id", "string", omitempty=True),
+)
+ZERO_VALUES: dict[str, Any] = {
+    "int": 0,
+    "string": "",
+    "float": 0.0,
+    "time": ZERO_TIME,
+    "history": {},
+    "optional_time": None,
+    "strings": None,
+}
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something ``parse`` did to a document: a zero value filled in, an empty field dropped."""
+
+    path: str
+    message: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in document:
+            # Go keeps the last of duplicate keys; which one a writer meant cannot be known.
+            raise InvalidDocument(
+                f"The key {key!r} appears twice in one object.",
+                [("", f"duplicate key {key!r}")],
+            )
+        document[key] = value
+    return document
+
+
+def decode(raw: bytes) -> Any:
+    """The JSON value of ``raw``, read as Go reads it: UTF-8 only, no byte order mark."""
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise MalformedDocument("The body starts with a byte order mark, which Go's JSON refuses.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MalformedDocument("The body is not valid UTF-8.") from exc
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_object,
+            parse_int=Number,
+            parse_float=Number,
+            parse_constant=_refuse_constant,
+        )
+    except InvalidDocument:
+        raise
+    except json.JSONDecodeError as exc:
+        raise MalformedDocument(
+            f"The body is not well-formed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
+        ) from exc
+    except (ValueError, RecursionError) as exc:
+        raise MalformedDocument(f"The body is not acceptable JSON: {exc}.") from exc
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|[+-](\d{2}):(\d{2}))\Z", re.ASCII
+)
+
+
+def is_text(value: str) -> bool:
+    """False for a string holding a lone surrogate, which JSON can escape but UTF-8 not hold."""
+    return _SURROGATE.search(value) is None
+
+
+def is_rfc3339(text: str) -> bool:
+    """What Go's ``time.Time`` accepts from JSON: RFC 3339 with real dates and times."""
+    match = _RFC3339.match(text)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    if not 1 <= month <= 12 or not 1 <= day <= _days_in(year, month):
+        return False
+    offset_ok = match.group(9) is None or (int(match.group(9)) <= 23 and int(match.group(10)) <= 59)
+    return hour <= 23 and minute <= 59 and second <= 59 and offset_ok
+
+
+def _days_in(year: int, month: int) -> int:
+    if month == 2 and calendar.isleap(year):
+        return 29
+    return (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
+
+
+class _Reader:
+    """Checks one document against the struct, collecting every fault with its path."""
+
+    def __init__(self, *, zero_missing: bool) -> None:
+        self.zero_missing = zero_missing
+        self.errors: list[tuple[str, str]] = []
+        self.notes: list[Note] = []
+
+    def fault(self, path: str, message: str) -> None:
+        self.errors.append((path, message))
+
+    def struct(
+        self, value: Any, fields: tuple[Field, ...], path: tuple[str, ...]
+    ) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fault(pointer(*path), "must be an object")
+            return {}
+        by_name = {field.name: field for field in fields}
+        by_folded = {field.name.casefold(): field.name for field in fields}
+        result: dict[str, Any] = {}
+        for key, item in value.items():
+            field = by_name.get(key)
+            if field is None:
+                if key.casefold() in by_folded:
+                    self.fault(
+                        pointer(*path, key),
+                        f"Go would read this as {by_folded[key.casefold()]!r}; use that name",
+                    )
+                result[key] = self.unknown(item, (*path, key))
+            elif item is None and field.kind not in ("optional_time", "strings"):
+                if self.zero_missing:
+                    self.zero(result, field, path, "null")
+                else:
+                    self.fault(pointer(*path, key), "must not be null")
+            else:
+                converted = self.known(field, item, (*path, key))
+                if _is_empty(field, converted):
+                    self.notes.append(Note(pointer(*path, key), "empty; atari omits it"))
+                else:
+                    result[key] = converted
+        for field in fields:
+            if field.name not in value and not field.omitempty:
+                if self.zero_missing:
+                    self.zero(result, field, path, "missing")
+                else:
+                    self.fault(pointer(*path, field.name), "missing; atari always writes it")
+        return result
+
+    def zero(self, result: dict[str, Any], field: Field, path: tuple[str, ...], why: str) -> None:
+        result[field.name] = _fresh(ZERO_VALUES[field.kind])
+        self.notes.append(Note(pointer(*path, field.name), f"{why}; Go's zero value used"))
+
+    def known(self, field: Field, value: Any, path: tuple[str, ...]) -> Any:
+        where = pointer(*path)
+        if field.kind == "int":
+            if not isinstance(value, Number) or not value.is_integer_literal:
+                self.fault(where, "must be an integer")
+            elif int(value) not in INT64:
+                self.fault(where, "must fit in a 64-bit integer")
+            else:
+                return int(value)
+        elif field.kind == "float":
+            if not isinstance(value, Number) or not math.isfinite(float(value)):
+                self.fault(where, "must be a finite number")
+            else:
+                return float(value)
+        elif field.kind == "string":
+            if not isinstance(value, str) or isinstance(value, Number):
+                self.fault(where, "must be a string")
+            else:
+                return self.text(value, path)
+        elif field.kind in ("time", "optional_time"):
+            if value is None:
+                return None
+            if not isinstance(value, str) or isinstance(value, Number) or not is_rfc3339(value):
+                self.fault(where, "must be an RFC 3339 timestamp")
+            else:
+                return value
+        elif field.kind == "strings":
+            if value is None:
+                return None
+            if not isinstance(value, list):
+                self.fault(where, "must be a list of strings")
+            else:
+                return [
+                    self.known(Field("", "string"), v, (*path, str(i))) for i, v in enumerate(value)
+                ]
+        else:
+            return self.history(value, path)
+        return value
+
+    def history(self, value: Any, path: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fault(pointer(*path), "must be an object of history entries")
+            return {}
+        return {
+            self.text(key, (*path, key)): self.struct(entry, ENTRY_FIELDS, (*path, key))
+            for key, entry in value.items()
+        }
+
+    def text(self, value: str, path: tuple[str, ...]) -> str:
+        if not is_text(value):
+            self.fault(pointer(*path), "contains a lone surrogate, which is not text")
+        return value
+
+    def unknown(self, value: Any, path: tuple[str, ...]) -> Any:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                self.text(key, (*path, key))
+                self.unknown(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                self.unknown(item, (*path, str(index)))
+        elif isinstance(value, str) and not isinstance(value, Number):
+            self.text(value, path)
+        return value
+
+
+def _is_empty(field: Field, value: Any) -> bool:
+    return field.omitempty and value in ("", None, [])
+
+
+def _fresh(value: Any) -> Any:
+    return {} if isinstance(value, dict) else value
+
+
+def read(document: Any, *, zero_missing: bool = False) -> tuple[dict[str, Any], list[Note]]:
+    """Check a decoded document against the struct; any version number is accepted here.
+
+    ``zero_missing`` reads as Go does, a missing or null field taking its zero value (each one
+    noted); otherwise such a field is a fault. Empty ``omitempty`` fields are dropped and noted.
+    """
+    reader = _Reader(zero_missing=zero_missing)
+    state = reader.struct(document, STATE_FIELDS, ())
+    if reader.errors:
+        raise InvalidDocument("The document is not an atari run state.", reader.errors)
+    return state, reader.notes
+
+
+def parse(raw: bytes) -> tuple[dict[str, Any], list[Note]]:
+    """A state document of a version this store understands (1 or 2), strictly."""
+    state, notes = read(decode(raw))
+    if state["version"] not in KNOWN_VERSIONS:
+        raise InvalidDocument(
+            f"Version {state['version']} is not one this store understands.",
+            [("/version", "must be 1 or 2")],
+        )
+    return state, notes
+
+
+def migrate(state: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 to version 2: the new fields are optional, so only the number changes."""
+    return {**state, "version": CURRENT_VERSION}
+
+
+def fresh(now: datetime) -> dict[str, Any]:
+    """The state atari starts from when it has none, saved at ``now``."""
+    return {
+        "version": CURRENT_VERSION,
+        "status": "",
+        "iteration": 0,
+        "history": {},
+        "total_cost": 0.0,
+        "total_turns": 0,
+        "updated_at": go_time(now),
+    }
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What atari's own load makes of a file: ``stored``, ``migrated`` or ``reset``."""
+
+    outcome: str
+    state: dict[str, Any]
+    reason: str
+    file_version: int | None
+    notes: list[Note]
+
+
+def load(raw: bytes, now: datetime) -> Loaded:
+    """atari's ``StateSink.Load``: a file Go cannot read, or of a version it does not know
+    (missing, zero, future), is set aside and the state starts fresh; version 1 is migrated.
+    Fields Go would leave at their zero value are filled in, and noted."""
+    try:
+        state, notes = read(decode(raw), zero_missing=True)
+    except FormatError as exc:
+        faults = [Note(path, message) for path, message in exc.errors]
+        return Loaded("reset", fresh(now), f"unreadable: {exc.message}", None, faults)
+    version = state["version"]
+    if version == CURRENT_VERSION:
+        return Loaded("stored", state, "version 2, the current version", version, notes)
+    if version == 1:
+        return Loaded("migrated", migrate(state), "version 1, migrated to 2", version, notes)
+    reason = "no version (0)" if version == 0 else f"version {version} is not 1 or 2"
+    return Loaded("reset", fresh(now), reason, version, [])
+
+
+def go_time(moment: datetime) -> str:
+    """A UTC moment as Go's ``time.Time`` writes it (RFC 3339, fraction without trailing 0s)."""
+    moment = moment.astimezone(UTC)
+    fraction = f"{moment.microsecond:06d}".rstrip("0")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# Go 1.22+ writes \b and \f short; other control characters, the HTML-sensitive <, >, & and
+# the JavaScript line terminators U+2028 and U+2029 as \u00XX.
+_GO_ESCAPES |= {"\b": "\\b", "\f": "\\f"}
+_GO_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029]')
+
+
+def go_string(text: str) -> str:
+    return '"' + _GO_NEEDS_ESCAPE.sub(_go_escape, text) + '"'
+
+
+def _go_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _GO_ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def go_float(value: float) -> str:
+    """``encoding/json``'s float64: shortest digits, exponent form below 1e-6 or from 1e21."""
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).rstrip("0")
+    exponent += len(digit_tuple) - len(digits)
+    prefix = "-" if sign else ""
+    magnitude = abs(value)
+    if magnitude < 1e-6 or magnitude >= 1e21:
+        scientific = len(digits) - 1 + exponent
+        mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        # strconv writes at least two exponent digits; encoding/json trims e-07 to e-7.
+        written = f"{scientific:+03d}" if scientific >= 0 else f"-{-scientific}"
+        return f"{prefix}{mantissa}e{written}"
+    if exponent >= 0:
+        return prefix + digits + "0" * exponent
+    point = len(digits) + exponent
+    if point > 0:
+        return f"{prefix}{digits[:point]}.{digits[point:]}"
+    return f"{prefix}0.{'0' * -point}{digits}"
+
+
+Spec = tuple[Field, ...] | Field | None
+"""How to write a value: a struct (its fields), a known field, or plain JSON (None)."""
+
+
+def _ordered(value: dict[str, Any], fields: tuple[Field, ...]) -> list[tuple[str, Any, Spec]]:
+    """The struct's fields in declaration order, then the unknown ones as they came."""
+    known = {field.name for field in fields}
+    members: list[tuple[str, Any, Spec]] = [
+        (field.name, value[field.name], field) for field in fields if field.name in value
+    ]
+    members += [(key, item, None) for key, item in value.items() if key not in known]
+    return members
+
+
+def _write(value: Any, spec: Spec, indent: str, out: list[str]) -> None:
+    if isinstance(spec, tuple):
+        _write_object(_ordered(value, spec), indent, out)
+    elif isinstance(spec, Field) and spec.kind == "history":
+        # Go's encoder sorts map keys (byte order of UTF-8, which is code point order).
+        _write_object([(key, value[key], ENTRY_FIELDS) for key in sorted(value)], indent, out)
+    elif isinstance(value, dict):
+        _write_object([(key, item, None) for key, item in value.items()], indent, out)
+    elif isinstance(value, list):
+        _write_list(value, indent, out)
+    elif isinstance(value, Number):
+        out.append(value)
+    elif isinstance(value, str):
+        out.append(go_string(value))
+    elif isinstance(value, bool):
+        out.append("true" if value else "false")
+    elif isinstance(value, float):
+        out.append(go_float(value))
+    elif value is None:
+        out.append("null")
+    else:
+        out.append(str(value))
+
+
+def _write_object(members: list[tuple[str, Any, Spec]], indent: str, out: list[str]) -> None:
+    if not members:
+        out.append("{}")
+        return
+    inner = indent + "  "
+    out.append("{")
+    for position, (key, item, spec) in enumerate(members):
+        out.append(("\n" if position == 0 else ",\n") + inner + go_string(key) + ": ")
+        _write(item, spec, inner, out)
+    out.append("\n" + indent + "}")
+
+
+def _write_list(items: list[Any], indent: str, out: list[str]) -> None:
+    if not items:
+        out.append("[]")
+        return
+    inner = indent + "  "
+    out.append("[")
+    for position, item in enumerate(items):
+        out.append(("\n" if position == 0 else ",\n") + inner)
+        _write(item, None, inner, out)
+    out.append("\n" + indent + "]")
+
+
+def render(state: dict[str, Any]) -> bytes:
+    """Byte for byte what atari's ``json.MarshalIndent(state, "", "  ")`` writes."""
+    out: list[str] = []
+    _write(state, STATE_FIELDS, "", out)
+    return "".join(out).encode("utf-8")

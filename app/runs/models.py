@@ -1,0 +1,49 @@
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.projects.models import project_id_column
+
+
+class RunState(SQLModel, table=True):
+    """One atari run's ``.atari/state.json``: its exact bytes, its backup, the listed fields."""
+
+    __tablename__ = "run_states"
+    __table_args__ = (
+        UniqueConstraint("project_id", "run"),
+        Index("ix_run_states_project_modified", "project_id", "modified_at", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
+    project_id: int = Field(sa_column=project_id_column())
+    run: str = Field(max_length=128)
+    version: int = Field(sa_type=BigInteger)
+    # Copied from the document, whose strings have no length limit.
+    status: str = Field(sa_type=String)
+    iteration: int = Field(sa_type=BigInteger)
+    current_bead: str = Field(sa_type=String)
+    total_cost: float
+    total_turns: int = Field(sa_type=BigInteger)
+    updated_at: str = Field(sa_type=String)
+    # The file exactly as exported.
+    content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    etag: str = Field(max_length=40)
+    # What state:load set aside: any bytes at all, kept verbatim.
+    backup: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
+    backup_etag: str | None = Field(default=None, max_length=40)
+    modified_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+class RunCountedSession(SQLModel, table=True):
+    """A session whose cost and turns were already added to its run's totals."""
+
+    __tablename__ = "run_counted_sessions"
+
+    run_state_id: int = Field(
+        sa_column=Column(
+            ForeignKey("run_states.id", ondelete="CASCADE"), primary_key=True, nullable=False
+        )
+    )
+    session_id: str = Field(primary_key=True, max_length=256)

@@ -1,0 +1,210 @@
+from fastapi import APIRouter, Request, Response
+
+from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.conditional import require_if_match, require_if_none_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.idempotency import IdempotencyDep
+from app.core.identifiers import ProjectName, RunName
+from app.core.json import FastJSONResponse
+from app.core.pagination import Cursor, Limit, Page
+from app.core.responses import document_response
+from app.formats import atari_state
+from app.runs import service
+from app.runs.schemas import (
+    IterationEnd,
+    IterationResult,
+    IterationStart,
+    LoadResult,
+    RunSummary,
+    StatePatch,
+    StateReceipt,
+)
+
+router = APIRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
+
+STATE_FILE = {
+    200: {
+        "description": "`.atari/state.json` exactly as atari's Go writer writes it.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    304: {"description": "Unchanged (If-None-Match)."},
+}
+BACKUP_FILE = {
+    200: {
+        "description": "The bytes `state:load` set aside, exactly as they came.",
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    },
+    304: {"description": "Unchanged (If-None-Match)."},
+}
+STATE_SCHEMA = {"type": "object", "description": "An atari state document, version 1 or 2."}
+
+
+def _if_match(request: Request) -> service.Precondition:
+    return lambda etag: require_if_match(request, etag)
+
+
+def _json(body: RunSummary | IterationResult | LoadResult, status: int = 200) -> Response:
+    """The body, with the ETag of the state document as it now is."""
+    state = body if isinstance(body, RunSummary) else body.state
+    return FastJSONResponse(
+        body.model_dump(mode="json"), status_code=status, headers={"ETag": state.etag}
+    )
+
+
+@router.get("/runs", response_model=Page[RunSummary])
+def list_runs(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[RunSummary]:
+    """The project's runs with status, iteration, current bead and totals, most recently
+    written first."""
+    items, next_cursor = service.list_runs(session, principal.tenant, project, cursor, limit)
+    return Page(items=items, next_cursor=next_cursor)
+
+
+@router.put(
+    "/runs/{run}/state",
+    response_model=StateReceipt,
+    responses={201: {"model": StateReceipt, "description": "Created."}},
+    openapi_extra=raw_body("application/json", schema=STATE_SCHEMA),
+)
+def put_state(
+    project: ProjectName,
+    run: RunName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Store a state document as it is. Strict: anything atari could not read into its state
+    (or a version other than 1 and 2) is a 400 or 422 and changes nothing. Empty `omitempty`
+    fields are dropped, as atari's writer drops them, and listed in `notices`. Honours
+    If-Match and `If-None-Match: *`."""
+
+    def precondition(etag: str | None) -> None:
+        require_if_match(request, etag)
+        require_if_none_match(request, etag)
+
+    receipt, created = service.put_state(session, principal.tenant, project, run, raw, precondition)
+    return _json(receipt, 201 if created else 200)
+
+
+@router.get("/runs/{run}/state", response_class=Response, responses=STATE_FILE)
+def export_state(
+    project: ProjectName, run: RunName, request: Request, session: ReadSession, principal: Reader
+) -> Response:
+    """`.atari/state.json` byte for byte as atari writes it (`json.MarshalIndent`, two
+    spaces): struct field order, raw UTF-8, `<`, `>`, `&` escaped, no trailing newline."""
+    file = service.get_file(session, principal.tenant, project, run)
+    return document_response(
+        request, etag=file.etag, filename=atari_state.FILENAME, content=file.content
+    )
+
+
+@router.get("/runs/{run}/state/backup", response_class=Response, responses=BACKUP_FILE)
+def export_backup(
+    project: ProjectName, run: RunName, request: Request, session: ReadSession, principal: Reader
+) -> Response:
+    """`.atari/state.json.backup`: the bytes the last resetting `state:load` set aside,
+    byte for byte. 404 when there is none."""
+    file = service.get_backup(session, principal.tenant, project, run)
+    return document_response(
+        request,
+        etag=file.etag,
+        filename=atari_state.BACKUP_FILENAME,
+        content=file.content,
+        media_type="application/octet-stream",
+    )
+
+
+@router.post(
+    "/runs/{run}/state:load",
+    response_model=LoadResult,
+    openapi_extra=raw_body("application/json", "application/octet-stream"),
+)
+def load_state(
+    project: ProjectName,
+    run: RunName,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """atari's own load, for a file from disk (any bytes): version 2 is stored, version 1
+    migrated to 2; a missing or zero version, a future version or bytes atari cannot read are
+    kept verbatim as the backup and the state starts fresh. `outcome` says which."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    result = service.load_state(session, principal.tenant, project, run, raw)
+    return idempotency.record(_json(result))
+
+
+@router.post("/runs/{run}/iterations", response_model=IterationResult)
+def start_iteration(
+    project: ProjectName,
+    run: RunName,
+    body: IterationStart,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Start an attempt, atomically: `iteration` + 1, `current_bead` set, the bead's history
+    entry created if new, its `status` `working`, `attempts` set (or + 1), `last_attempt`
+    set (`at`, or now). A run without state starts from a fresh one."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    result = service.start_iteration(
+        session, principal.tenant, project, run, body, _if_match(request)
+    )
+    return idempotency.record(_json(result))
+
+
+@router.post("/runs/{run}/iterations/end", response_model=IterationResult)
+def end_iteration(
+    project: ProjectName,
+    run: RunName,
+    body: IterationEnd,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """End an attempt, atomically: `current_bead` cleared, the entry's `status` set
+    (`completed` or `failed`), `last_error` (failed) and `last_session_id` set; `cost` and
+    `turns` added to the totals once per `session_id` (`counted` says whether this time).
+    409 if the bead has no history entry."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    result = service.end_iteration(
+        session, principal.tenant, project, run, body, _if_match(request)
+    )
+    return idempotency.record(_json(result))
+
+
+@router.patch("/runs/{run}/state", response_model=RunSummary)
+def patch_state(
+    project: ProjectName,
+    run: RunName,
+    body: StatePatch,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Set `status`, `active_top_level` and its title, and the stall fields
+    (`stalled_bead_id`, `stalled_bead_title`, `stall_reason`, `stalled_at`, `stall_type`,
+    `created_beads`); null or empty clears an optional field. Honours If-Match."""
+    result = service.patch_state(session, principal.tenant, project, run, body, _if_match(request))
+    return _json(result)
+
+
+@router.delete("/runs/{run}", status_code=204, response_class=Response)
+def delete_run(
+    project: ProjectName, run: RunName, request: Request, session: WriteSession, principal: Writer
+) -> Response:
+    """Delete the run: its state, its backup and its counted sessions. Honours If-Match."""
+    service.delete_run(session, principal.tenant, project, run, _if_match(request))
+    return Response(status_code=204)

@@ -1,0 +1,141 @@
+from datetime import datetime
+from typing import Annotated, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
+
+from app.core.identifiers import IDENTIFIER_PATTERN
+from app.formats.atari_state import INT64, is_rfc3339, is_text
+
+MAX_INT64 = INT64.stop - 1
+
+
+def _text(value: str) -> str:
+    # The JSON of a request may hold a lone surrogate escape, which no UTF-8 file can.
+    if not is_text(value):
+        raise ValueError("contains a lone surrogate, which is not text")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_text)]
+
+
+def _rfc3339(value: str | None) -> str | None:
+    if value is not None and not is_rfc3339(value):
+        raise ValueError("must be an RFC 3339 timestamp, e.g. 2024-01-15T10:30:00Z")
+    return value
+
+
+class Notice(BaseModel):
+    path: str = Field(description="JSON Pointer into the document.")
+    message: str
+
+
+class RunSummary(BaseModel):
+    run: str
+    version: int
+    status: str
+    iteration: int
+    current_bead: str | None = Field(description="null when idle.")
+    total_cost: float
+    total_turns: int
+    updated_at: str = Field(description="The document's `updated_at`, as written.")
+    has_backup: bool = Field(description="Whether `state:load` set a file aside.")
+    modified_at: datetime = Field(description="When the service last stored this run.")
+    etag: str = Field(description="The state document's ETag.")
+
+
+class StateReceipt(RunSummary):
+    notices: list[Notice] = Field(
+        description="Empty `omitempty` fields dropped, as atari's writer drops them."
+    )
+
+
+class LoadResult(BaseModel):
+    outcome: Literal["stored", "migrated", "reset"]
+    reason: str
+    file_version: int | None = Field(description="The file's version; null if unreadable.")
+    backup_size: int | None = Field(description="Bytes set aside as the backup on a reset.")
+    notices: list[Notice] = Field(
+        description="Zero values filled in and empty fields dropped (stored, migrated), or "
+        "why the file could not be read (reset)."
+    )
+    state: RunSummary
+
+
+class BeadEntry(BaseModel):
+    id: str
+    status: str
+    attempts: int
+    last_attempt: str
+    last_error: str | None
+    last_session_id: str | None
+
+
+class IterationStart(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
+    attempt: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_INT64, description="Attempt number; default the entry's + 1."
+    )
+    at: str | None = Field(default=None, description="RFC 3339, kept as given; default now.")
+
+    _at = field_validator("at")(_rfc3339)
+
+
+class IterationEnd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
+    outcome: Literal["completed", "failed"]
+    error: Text | None = Field(default=None, description="For `failed`: the entry's `last_error`.")
+    session_id: Text | None = Field(default=None, min_length=1, max_length=256)
+    cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="USD, added once.")
+    turns: StrictInt = Field(default=0, ge=0, le=MAX_INT64, description="Added once per session.")
+
+    @model_validator(mode="after")
+    def _error_only_on_failure(self) -> Self:
+        if self.error is not None and self.outcome != "failed":
+            raise ValueError("error is only for outcome 'failed'")
+        return self
+
+
+class IterationResult(BaseModel):
+    state: RunSummary
+    entry: BeadEntry
+    counted: bool | None = Field(
+        default=None, description="End only: whether cost and turns were added this time."
+    )
+
+
+class StatePatch(BaseModel):
+    """Each field given is set; null or empty clears an optional one (atari omits it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: Text | None = None
+    active_top_level: Text | None = None
+    active_top_level_title: Text | None = None
+    stalled_bead_id: Text | None = None
+    stalled_bead_title: Text | None = None
+    stall_reason: Text | None = None
+    stalled_at: str | None = None
+    stall_type: Text | None = None
+    created_beads: list[Text] | None = None
+
+    _stalled_at = field_validator("stalled_at")(_rfc3339)
+
+    @field_validator("status")
+    @classmethod
+    def _status_is_not_null(cls, value: str | None) -> str:
+        if value is None:
+            raise ValueError("status cannot be cleared; atari always writes it")
+        return value
