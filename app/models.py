@@ -1,8 +1,9 @@
 """Every table, imported in one place for the app and for Alembic's autogenerate."""
 
 from app.core.idempotency import IdempotencyRecord
+from app.features.models import FeatureContext, Handover
 from app.keys.models import ApiKey
 from app.projects.models import Project
 from app.saves.models import Save
 
-__all__ = ["ApiKey", "IdempotencyRecord", "Project", "Save"]
+__all__ = ["ApiKey", "FeatureContext", "Handover", "IdempotencyRecord", "Project", "Save"]

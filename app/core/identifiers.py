@@ -12,3 +12,7 @@ IDENTIFIER_RULE = (
 ProjectName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Project name: {IDENTIFIER_RULE}.")
 ]
+
+FeatureName = Annotated[
+    str, Path(pattern=IDENTIFIER_PATTERN, description=f"Feature id: {IDENTIFIER_RULE}.")
+]

@@ -2,6 +2,11 @@
 
 from sqlmodel import SQLModel
 
+from app.features.models import FeatureContext, Handover
 from app.saves.models import Save
 
-PROJECT_RESOURCES: dict[str, type[SQLModel]] = {"saves": Save}
+PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
+    "saves": Save,
+    "features": FeatureContext,
+    "handovers": Handover,
+}
