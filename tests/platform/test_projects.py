@@ -18,7 +18,7 @@ def test_a_project_is_listed_after_its_first_write(client, project):
     import_save(client, project, seed_save())
     items = client.get("/v1/projects").json()["items"]
     assert [item["name"] for item in items] == [project]
-    assert items[0]["counts"] == {"saves": 2}
+    assert items[0]["counts"]["saves"] == 2
     assert items[0]["created_at"] <= items[0]["last_write_at"]
     one = client.get(f"/v1/projects/{project}")
     assert one.json() == items[0]
@@ -95,4 +95,4 @@ def test_a_deleted_project_can_be_written_again_from_empty(client, project):
     import_save(client, project, seed_save())
     client.delete(f"/v1/projects/{project}")
     import_save(client, project, seed_save())
-    assert client.get(f"/v1/projects/{project}").json()["counts"] == {"saves": 1}
+    assert client.get(f"/v1/projects/{project}").json()["counts"]["saves"] == 1
