@@ -15,6 +15,7 @@ from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
+from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
 from app.projects.router import router as projects_router
@@ -64,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         saves_router,
         agents_router,
         runs_router,
+        features_router,
         keys_router,
     ):
         app.include_router(router)

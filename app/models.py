@@ -2,6 +2,7 @@
 
 from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.core.idempotency import IdempotencyRecord
+from app.features.models import FeatureContext, Handover
 from app.keys.models import ApiKey
 from app.projects.models import Project
 from app.runs.models import RunCountedSession, RunState
@@ -11,6 +12,8 @@ __all__ = [
     "AgentMemoryItem",
     "AgentSnapshot",
     "ApiKey",
+    "FeatureContext",
+    "Handover",
     "IdempotencyRecord",
     "Project",
     "RunCountedSession",

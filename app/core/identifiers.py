@@ -18,3 +18,6 @@ AgentName = Annotated[
 RunName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Run name: {IDENTIFIER_RULE}.")
 ]
+FeatureName = Annotated[
+    str, Path(pattern=IDENTIFIER_PATTERN, description=f"Feature id: {IDENTIFIER_RULE}.")
+]

@@ -3,6 +3,7 @@
 from sqlmodel import SQLModel
 
 from app.agents.models import AgentMemoryItem, AgentSnapshot
+from app.features.models import FeatureContext, Handover
 from app.runs.models import RunState
 from app.saves.models import Save
 
@@ -11,4 +12,6 @@ PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
     "working_context_snapshots": AgentSnapshot,
     "agent_memory_items": AgentMemoryItem,
     "runs": RunState,
+    "features": FeatureContext,
+    "handovers": Handover,
 }

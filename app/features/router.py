@@ -1,0 +1,329 @@
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.conditional import require_if_match, require_if_none_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.idempotency import IdempotencyDep
+from app.core.identifiers import FeatureName, ProjectName
+from app.core.pagination import Cursor, Limit, Page
+from app.core.responses import document_response
+from app.features import breaker, service
+from app.features.models import FeatureContext
+from app.features.schemas import (
+    BreakerChange,
+    FeatureCreate,
+    FeatureSummary,
+    HandoverAppended,
+    HandoverCreate,
+    HandoverItem,
+    ReviewCreate,
+)
+from app.formats import feature_context, jsondoc
+
+router = APIRouter(
+    prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
+)
+
+CONTEXT_FILE = {
+    200: {
+        "description": "`context.json` exactly as sdd-unified writes it.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+}
+
+
+def _column_text(description: str) -> Any:
+    # Query values are compared with indexed columns: bounded, and without NUL.
+    return Query(
+        max_length=feature_context.MAX_AGENT_NAME, pattern=r"^[^\x00]*$", description=description
+    )
+
+
+def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    # The standard library's encoder: document fragments may hold integers beyond 64 bits.
+    return Response(
+        content=json.dumps(content).encode(),
+        status_code=status_code,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def _document(context: FeatureContext, status_code: int, **headers: str) -> Response:
+    return Response(
+        content=context.content,
+        status_code=status_code,
+        media_type="application/json",
+        headers={"ETag": context.etag, **headers},
+    )
+
+
+def _context_url(project: str, feature: str) -> str:
+    return f"/v1/projects/{project}/features/{feature}/context"
+
+
+def _summary(context: FeatureContext) -> FeatureSummary:
+    return FeatureSummary.model_validate(context, from_attributes=True)
+
+
+def _if_match(request: Request) -> service.Precondition:
+    return lambda etag: require_if_match(request, etag)
+
+
+@router.post(
+    "/features",
+    status_code=201,
+    response_class=Response,
+    responses={201: CONTEXT_FILE[200] | {"description": "The new `context.json`."}},
+)
+def create_feature(
+    project: ProjectName,
+    body: FeatureCreate,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Create a feature's context from the documented template (max_attempts 3/3/4, circuit
+    breaker 3 and 2), `created_at` and `last_updated` now. 409 if the feature exists."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    context = service.create(session, principal.tenant, project, body.feature_id)
+    response = _document(context, 201, Location=_context_url(project, body.feature_id))
+    return idempotency.record(response)
+
+
+@router.get("/features", response_model=Page[FeatureSummary])
+def list_features(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    phase: Annotated[str | None, _column_text("Only features in this `current_phase`.")] = None,
+    intervention_required: Annotated[
+        bool | None, Query(description="Only features whose circuit breaker is (not) tripped.")
+    ] = None,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[FeatureSummary]:
+    """The project's features, newest first; filters `phase` (`current_phase`) and
+    `intervention_required`."""
+    contexts, next_cursor = service.list_features(
+        session,
+        principal.tenant,
+        project,
+        phase=phase,
+        intervention_required=intervention_required,
+        cursor=cursor,
+        limit=limit,
+    )
+    return Page(items=[_summary(c) for c in contexts], next_cursor=next_cursor)
+
+
+@router.get("/features/{feature}/context", response_class=Response, responses=CONTEXT_FILE)
+def export_context(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+) -> Response:
+    """`context.json` exactly: `json.dumps(context, indent=2)`."""
+    context = service.get(session, principal.tenant, project, feature)
+    return document_response(
+        request, etag=context.etag, filename=feature_context.FILENAME, content=context.content
+    )
+
+
+@router.put(
+    "/features/{feature}/context",
+    response_model=FeatureSummary,
+    responses={201: {"description": "Created.", "model": FeatureSummary}},
+    openapi_extra=raw_body("application/json", schema={"type": "object"}),
+)
+def import_context(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
+    `feature_id` equal to `{feature}`, and every documented field that is present in its
+    documented shape; anything else is kept. Its handovers are indexed. Honours `If-Match`
+    and `If-None-Match: *`."""
+
+    def precondition(etag: str | None) -> None:
+        require_if_none_match(request, etag)
+        require_if_match(request, etag)
+
+    context, created = service.put(session, principal.tenant, project, feature, raw, precondition)
+    headers = {"ETag": context.etag}
+    if created:
+        headers["Location"] = _context_url(project, feature)
+    return _json(_summary(context).model_dump(mode="json"), 201 if created else 200, headers)
+
+
+@router.patch(
+    "/features/{feature}/context",
+    response_class=Response,
+    responses=CONTEXT_FILE,
+    openapi_extra=raw_body(
+        "application/merge-patch+json", "application/json", schema={"type": "object"}
+    ),
+)
+def patch_context(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """JSON merge patch (RFC 7396), e.g. `{"current_phase": "l1_design"}` or
+    `{"context_sources": {"l1_architecture": {"status": "completed"}}}`. The result must still
+    be a valid context (422 and nothing changed otherwise). `last_updated` moves to now unless
+    the patch sets it. Returns the new `context.json`. Honours `If-Match`."""
+    context = service.patch(session, principal.tenant, project, feature, raw, _if_match(request))
+    return _document(context, 200)
+
+
+@router.delete("/features/{feature}/context", status_code=204, response_class=Response)
+def delete_context(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Delete the feature: its context and its handovers. Honours `If-Match`."""
+    service.delete(session, principal.tenant, project, feature, _if_match(request))
+    return Response(status_code=204)
+
+
+@router.post("/features/{feature}/handovers", status_code=201, response_model=HandoverAppended)
+def append_handover(
+    project: ProjectName,
+    feature: FeatureName,
+    body: HandoverCreate,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Append a handover note to `handover_notes.history`. `timestamp` is now (in the tool's
+    style) when absent; `last_updated` moves to now. Honours `If-Match`."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    appended = service.append_handover(
+        session, principal.tenant, project, feature, body.model_dump(), _if_match(request)
+    )
+    result = HandoverAppended(
+        feature_id=feature,
+        index=appended.index,
+        note=appended.note,
+        last_updated=appended.last_updated,
+    )
+    response = _json(result.model_dump(), 201, {"ETag": appended.context.etag})
+    return idempotency.record(response)
+
+
+@router.get("/handovers", response_model=Page[HandoverItem])
+def list_handovers(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    to_agent: Annotated[str | None, _column_text("Notes to this agent.")] = None,
+    from_agent: Annotated[str | None, _column_text("Notes from this agent.")] = None,
+    feature_id: Annotated[str | None, _column_text("Notes of this feature.")] = None,
+    since: Annotated[
+        datetime | None, Query(description="Notes with `timestamp` at or after this.")
+    ] = None,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Response:
+    """Handover notes across the project's features, newest `timestamp` first; filters
+    `to_agent`, `from_agent`, `feature_id`, `since`."""
+    if since is not None and since.tzinfo is None:
+        since = since.replace(tzinfo=UTC)
+    rows, next_cursor = service.list_handovers(
+        session,
+        principal.tenant,
+        project,
+        to_agent=to_agent,
+        from_agent=from_agent,
+        feature_id=feature_id,
+        since=since,
+        cursor=cursor,
+        limit=limit,
+    )
+    items = [
+        {"feature_id": row.feature_id, "index": row.position, "note": jsondoc.load(row.note)}
+        for row in rows
+    ]
+    return _json({"items": items, "next_cursor": next_cursor})
+
+
+def _breaker_response(
+    feature: str, change: breaker.Change, context: FeatureContext, status_code: int
+) -> Response:
+    result = BreakerChange(
+        feature_id=feature,
+        iteration_tracking=change.iteration_tracking,
+        circuit_breaker=change.circuit_breaker,
+        tripped=change.tripped,
+        last_updated=change.last_updated,
+        added=change.added,
+    )
+    return _json(result.model_dump(), status_code, {"ETag": context.etag})
+
+
+@router.post("/features/{feature}/reviews", status_code=201, response_model=BreakerChange)
+def record_review(
+    project: ProjectName,
+    feature: FeatureName,
+    body: ReviewCreate,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """Record a review of a phase, atomically: `attempts` + 1 and the review appended.
+    `APPROVED` sets the phase `approved`; a rejection that reaches `max_attempts` sets it
+    `limit_reached` and trips the circuit breaker. A phase that is approved, at its limit or
+    blocked by the breaker takes no more reviews (409). Honours `If-Match`."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    review = breaker.Review(
+        phase=body.phase,
+        outcome=body.outcome,
+        rejecting_agents=body.rejecting_agents,
+        issues_count=body.issues_count,
+    )
+    change, context = service.review(
+        session, principal.tenant, project, feature, review, _if_match(request)
+    )
+    return idempotency.record(_breaker_response(feature, change, context, 201))
+
+
+@router.post("/features/{feature}/circuit-breaker:reset", response_model=BreakerChange)
+def reset_circuit_breaker(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency: IdempotencyDep,
+) -> Response:
+    """The human intervention: clear the circuit breaker and re-open every phase at its
+    limit with a fresh attempt budget (`attempts` 0, `status` active), keeping its reviews.
+    409 when there is nothing to reset. Honours `If-Match`."""
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    change, context = service.reset_breaker(
+        session, principal.tenant, project, feature, _if_match(request)
+    )
+    return idempotency.record(_breaker_response(feature, change, context, 200))

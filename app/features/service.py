@@ -1,0 +1,280 @@
+"""The rules for feature contexts: import and export, merge patch, handovers, reviews.
+
+Every change to a context is a read-modify-write of its document under the row's lock
+(``for_update``), and the handover rows change in the same transaction as the document, so
+that the list of handovers always says what the contexts say.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+from app.core.conditional import etag_of
+from app.core.db import utcnow
+from app.core.errors import Conflict, NotFound
+from app.features import breaker
+from app.features.models import FeatureContext, Handover
+from app.features.repository import FeatureRepository, HandoverRepository
+from app.formats import feature_context, jsondoc
+from app.projects.service import project_id, touch_project
+
+Precondition = Callable[[str | None], None]
+
+
+def _now_text() -> str:
+    return feature_context.tool_timestamp(utcnow())
+
+
+def _write(context: FeatureContext, document: dict[str, Any]) -> None:
+    """Render the document and set every column derived from it."""
+    content = feature_context.render(document)
+    breaker_state = document.get("circuit_breaker", {})
+    context.content = content
+    context.size_bytes = len(content)
+    context.etag = etag_of(content)
+    context.current_phase = document.get("current_phase")
+    context.intervention_required = breaker_state.get("intervention_required", False)
+    context.blocked_task = breaker_state.get("blocked_task")
+    context.updated_at = utcnow()
+
+
+def _handover_row(context: FeatureContext, handover: feature_context.Handover) -> Handover:
+    assert context.id is not None
+    return Handover(
+        project_id=context.project_id,
+        context_id=context.id,
+        feature_id=context.feature_id,
+        position=handover.position,
+        timestamp=handover.timestamp,
+        from_agent=handover.from_agent,
+        to_agent=handover.to_agent,
+        note=feature_context.note_bytes(handover.note),
+    )
+
+
+def _replace_handover_rows(session: Session, context: FeatureContext, document: dict) -> None:
+    assert context.id is not None
+    repository = HandoverRepository(session)
+    repository.delete_for(context.id)
+    repository.add(_handover_row(context, h) for h in feature_context.handovers(document))
+
+
+def _not_found(feature_id: str) -> NotFound:
+    return NotFound(f"No feature {feature_id!r} in this project.")
+
+
+def _find(
+    session: Session, tenant: str, project: str, feature_id: str, *, for_update: bool = False
+) -> FeatureContext:
+    context = FeatureRepository(session).get(
+        project_id(session, tenant, project), feature_id, for_update=for_update
+    )
+    if context is None:
+        raise _not_found(feature_id)
+    return context
+
+
+def _document(context: FeatureContext) -> dict[str, Any]:
+    document: dict[str, Any] = jsondoc.load(context.content)
+    return document
+
+
+def create(session: Session, tenant: str, project: str, feature_id: str) -> FeatureContext:
+    """A new context from the documented template, both timestamps now."""
+    project_key = touch_project(session, tenant, project)
+    repository = FeatureRepository(session)
+    if repository.get(project_key, feature_id) is not None:
+        raise Conflict(f"Feature {feature_id!r} already exists; PUT its context to replace it.")
+    context = FeatureContext(project_id=project_key, feature_id=feature_id)
+    _write(context, feature_context.template(feature_id, _now_text()))
+    return repository.save(context)
+
+
+def get(session: Session, tenant: str, project: str, feature_id: str) -> FeatureContext:
+    return _find(session, tenant, project, feature_id)
+
+
+def put(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    raw: bytes,
+    precondition: Precondition,
+) -> tuple[FeatureContext, bool]:
+    """Store the file as it is (create or replace); True when it was created."""
+    document = feature_context.parse(raw, feature_id)
+    project_key = touch_project(session, tenant, project)
+    repository = FeatureRepository(session)
+    context = repository.get(project_key, feature_id, for_update=True)
+    precondition(context.etag if context is not None else None)
+    created = context is None
+    if context is None:
+        context = FeatureContext(project_id=project_key, feature_id=feature_id)
+    _write(context, document)
+    repository.save(context)
+    _replace_handover_rows(session, context, document)
+    return context, created
+
+
+def _locked(
+    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
+) -> tuple[FeatureContext, dict[str, Any]]:
+    """The context, locked for this transaction, after its If-Match check, and its document."""
+    context = _find(session, tenant, project, feature_id, for_update=True)
+    precondition(context.etag)
+    return context, _document(context)
+
+
+def _save(session: Session, tenant: str, project: str, context: FeatureContext) -> FeatureContext:
+    FeatureRepository(session).save(context)
+    touch_project(session, tenant, project)
+    return context
+
+
+def patch(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    raw: bytes,
+    precondition: Precondition,
+) -> FeatureContext:
+    """RFC 7396 merge patch. The result must be a valid context (422 and nothing changed
+    otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
+    merge = jsondoc.load(raw)
+    context, document = _locked(session, tenant, project, feature_id, precondition)
+    patched = feature_context.merge_patch(document, merge)
+    feature_context.check(patched, feature_id)
+    if feature_context.render(patched) == context.content:
+        return context
+    if "last_updated" not in merge:
+        patched["last_updated"] = _now_text()
+    _write(context, patched)
+    _save(session, tenant, project, context)
+    _replace_handover_rows(session, context, patched)
+    return context
+
+
+def delete(
+    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
+) -> None:
+    context = _find(session, tenant, project, feature_id, for_update=True)
+    precondition(context.etag)
+    FeatureRepository(session).delete(context)
+    touch_project(session, tenant, project)
+
+
+def list_features(
+    session: Session,
+    tenant: str,
+    project: str,
+    *,
+    phase: str | None,
+    intervention_required: bool | None,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[FeatureContext], str | None]:
+    return FeatureRepository(session).page(
+        project_id(session, tenant, project),
+        phase=phase,
+        intervention_required=intervention_required,
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+@dataclass(frozen=True)
+class Appended:
+    context: FeatureContext
+    index: int
+    note: dict[str, Any]
+    last_updated: str
+
+
+def append_handover(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    note: dict[str, Any],
+    precondition: Precondition,
+) -> Appended:
+    """Append to ``handover_notes.history``; the note's timestamp is now when it has none,
+    and ``last_updated`` moves to now."""
+    context, document = _locked(session, tenant, project, feature_id, precondition)
+    now = _now_text()
+    if note.get("timestamp") is None:
+        note = {"timestamp": now, **{k: v for k, v in note.items() if k != "timestamp"}}
+    history = document.setdefault("handover_notes", {}).setdefault("history", [])
+    history.append(note)
+    document["last_updated"] = now
+    _write(context, document)
+    _save(session, tenant, project, context)
+    index = len(history) - 1
+    HandoverRepository(session).add([_handover_row(context, feature_context.handover(index, note))])
+    return Appended(context, index, note, now)
+
+
+def list_handovers(
+    session: Session,
+    tenant: str,
+    project: str,
+    *,
+    to_agent: str | None,
+    from_agent: str | None,
+    feature_id: str | None,
+    since: datetime | None,
+    cursor: str | None,
+    limit: int,
+) -> tuple[list[Handover], str | None]:
+    return HandoverRepository(session).page(
+        project_id(session, tenant, project),
+        to_agent=to_agent,
+        from_agent=from_agent,
+        feature_id=feature_id,
+        since=since,
+        cursor=cursor,
+        limit=limit,
+    )
+
+
+def _operate(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    precondition: Precondition,
+    operation: Callable[[dict[str, Any], str], breaker.Change],
+) -> tuple[breaker.Change, FeatureContext]:
+    context, document = _locked(session, tenant, project, feature_id, precondition)
+    change = operation(document, _now_text())
+    _write(context, document)
+    return change, _save(session, tenant, project, context)
+
+
+def review(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    outcome: breaker.Review,
+    precondition: Precondition,
+) -> tuple[breaker.Change, FeatureContext]:
+    return _operate(
+        session,
+        tenant,
+        project,
+        feature_id,
+        precondition,
+        lambda document, now: breaker.record_review(document, outcome, now),
+    )
+
+
+def reset_breaker(
+    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
+) -> tuple[breaker.Change, FeatureContext]:
+    return _operate(session, tenant, project, feature_id, precondition, breaker.reset)
