@@ -16,6 +16,7 @@ from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
+from app.memory.router import router as memory_router
 from app.projects.router import router as projects_router
 from app.saves.router import router as saves_router
 
@@ -56,7 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
 
     install_error_handlers(app)
-    for router in (health_router, projects_router, saves_router, keys_router):
+    for router in (health_router, projects_router, saves_router, memory_router, keys_router):
         app.include_router(router)
     install_docs(app)
 

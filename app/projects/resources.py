@@ -2,6 +2,11 @@
 
 from sqlmodel import SQLModel
 
+from app.memory.models import MemoryItem, MemorySummary
 from app.saves.models import Save
 
-PROJECT_RESOURCES: dict[str, type[SQLModel]] = {"saves": Save}
+PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
+    "saves": Save,
+    "memory_summaries": MemorySummary,
+    "memory_items": MemoryItem,
+}
