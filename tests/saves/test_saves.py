@@ -102,8 +102,7 @@ SECRETS = {
     "api_key": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD",
     "cloud_access_key": "AKIAIOSFODNN7EXAMPLE",
     "jwt": (
-        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
-        "dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk"
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dBjftJeZ4CVPmB92K27uhbUJU1p1rwW1gFWFOEjXk"
     ),
     "private_key": (
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n-----END RSA PRIVATE KEY-----"
