@@ -1,7 +1,5 @@
 """The project memory codec (seed 004), without a database."""
 
-import json
-
 import pytest
 
 from app.formats import project_memory as codec
