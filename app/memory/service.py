@@ -219,6 +219,9 @@ def _not_found(kind: ItemKind, item_id: str) -> NotFound:
 def _find(
     session: Session, pid: int, kind: ItemKind, item_id: str, *, for_update: bool = False
 ) -> MemoryItem:
+    # An id no document could hold (NUL, a lone surrogate) names nothing; it never reaches SQL.
+    if not codec.is_storable(item_id):
+        raise _not_found(kind, item_id)
     item = MemoryRepository(session).get(pid, kind.value, item_id, for_update=for_update)
     if item is None:
         raise _not_found(kind, item_id)

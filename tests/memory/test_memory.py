@@ -412,3 +412,5 @@ def test_delete_an_item(client, project):
     assert client.delete(f"{_base(project)}/constraints/c1").status_code == 204
     assert_problem(client.get(f"{_base(project)}/constraints/c1"), 404)
     assert_problem(client.delete(f"{_base(project)}/constraints/c1"), 404)
+    assert_problem(client.get(f"{_base(project)}/constraints/c%001"), 404)
+    assert_problem(client.get(f"{_base(project)}/constraints/" + "c" * 257), 422)
