@@ -152,15 +152,20 @@ def _style_of_key(key: str) -> Style | None:
     return None
 
 
-def detect_style(objects: list[dict[str, Any]]) -> Style | None:
-    """The style the objects' keys are written in; None when no key tells. Mixed styles are
-    refused: a file in both could not be written back in the style it came in."""
+def detect_style(document: dict[str, Any] | list[dict[str, Any]]) -> Style | None:
+    """The style an object's (or an array of objects') keys are written in; None when no key
+    tells. Mixed styles are refused: such a file could not be written back as it came."""
+    placed: list[tuple[tuple[int, ...], dict[str, Any]]] = (
+        [((index,), obj) for index, obj in enumerate(document)]
+        if isinstance(document, list)
+        else [((), document)]
+    )
     seen: dict[Style, str] = {}
-    for index, obj in enumerate(objects):
+    for where, obj in placed:
         for key in obj:
             style = _style_of_key(key)
             if style is not None:
-                seen.setdefault(style, jsondoc.pointer(index, key))
+                seen.setdefault(style, jsondoc.pointer(*where, key))
     if len(seen) > 1:
         raise InvalidDocument(
             "The document mixes camelCase and snake_case keys.",
@@ -231,7 +236,7 @@ def parse_summary(raw: bytes) -> tuple[dict[str, Any], Style | None]:
     document = jsondoc.load(raw)
     if not isinstance(document, dict):
         raise InvalidDocument("running-summary.json is a JSON object.", [("", "not an object")])
-    style = detect_style([document])
+    style = detect_style(document)
     _raise_if(check_fields(document, SUMMARY_FIELDS, SUMMARY_REQUIRED, ()), "running summary")
     return document, style
 

@@ -257,7 +257,7 @@ def create_item(
 ) -> tuple[ItemCreated, str]:
     """A new item; a missing id and time are filled in (id first, time last) and reported."""
     document = _require_object(jsondoc.load(raw))
-    body_style = codec.detect_style([document]) or Style.camel
+    body_style = codec.detect_style(document) or Style.camel
     # touch_project locks the project's row until commit: ids and positions are handed out
     # one request at a time.
     pid = touch_project(session, tenant, project)
@@ -314,7 +314,7 @@ def patch_item(
     precondition(item.etag)
     current = _document(item)
     # The patch may name documented keys in either style; they apply to the item's own.
-    style = codec.detect_style([current]) or Style.camel
+    style = codec.detect_style(current) or Style.camel
     document = merge_patch(current, codec.in_style(patch, style))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The patched {kind.value} is not valid.", faults)

@@ -81,6 +81,12 @@ def test_invalid_items_name_each_fault(item, pointer):
     assert pointer in [path for path, _ in raised.value.errors]
 
 
+def test_a_summary_that_mixes_styles_points_at_the_key():
+    with pytest.raises(InvalidDocument) as raised:
+        codec.parse_summary(b'{"content": "x", "tokenCount": 1, "updated_at": 2}')
+    assert raised.value.errors[0][0] == "/updated_at"
+
+
 def test_duplicate_ids_are_refused():
     items = [{"id": "d", "decision": "x"}, {"id": "d", "decision": "y"}]
     with pytest.raises(InvalidDocument) as raised:
