@@ -18,6 +18,7 @@ from app.core.migrations import head_revision
 from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
+from app.memory.router import router as memory_router
 from app.projects.router import router as projects_router
 from app.runs.router import router as runs_router
 from app.saves.router import router as saves_router
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agents_router,
         runs_router,
         features_router,
+        memory_router,
         keys_router,
     ):
         app.include_router(router)

@@ -4,6 +4,7 @@ from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.core.idempotency import IdempotencyRecord
 from app.features.models import FeatureContext, Handover
 from app.keys.models import ApiKey
+from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.projects.models import Project
 from app.runs.models import RunCountedSession, RunState
 from app.saves.models import Save
@@ -15,6 +16,9 @@ __all__ = [
     "FeatureContext",
     "Handover",
     "IdempotencyRecord",
+    "MemoryFileStyle",
+    "MemoryItem",
+    "MemorySummary",
     "Project",
     "RunCountedSession",
     "RunState",

@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     gzip_minimum_bytes: int = Field(default=1024, ge=0)
     # Seed 000: "Delete old saves after successful completion".
     saves_auto_prune: bool = True
+    # Seed 004: the running summary is at most 2000 tokens (cl100k_base, the service's count).
+    memory_summary_max_tokens: int = Field(default=2000, ge=1)
     idempotency_ttl_hours: int = Field(default=24, ge=24)
     # PostgreSQL pool per process; SQLite always gets exactly one writer connection.
     db_pool_size: int = Field(default=10, ge=1)

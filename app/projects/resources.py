@@ -4,6 +4,7 @@ from sqlmodel import SQLModel
 
 from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.features.models import FeatureContext, Handover
+from app.memory.models import MemoryItem, MemorySummary
 from app.runs.models import RunState
 from app.saves.models import Save
 
@@ -14,4 +15,6 @@ PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
     "runs": RunState,
     "features": FeatureContext,
     "handovers": Handover,
+    "memory_summaries": MemorySummary,
+    "memory_items": MemoryItem,
 }

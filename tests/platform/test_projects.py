@@ -2,6 +2,7 @@
 
 from sqlalchemy import text
 
+from app.projects.resources import PROJECT_RESOURCES
 from tests.helpers import assert_problem, import_save, seed_save
 
 
@@ -18,7 +19,8 @@ def test_a_project_is_listed_after_its_first_write(client, project):
     import_save(client, project, seed_save())
     items = client.get("/v1/projects").json()["items"]
     assert [item["name"] for item in items] == [project]
-    assert items[0]["counts"]["saves"] == 2
+    # Every resource is counted; only saves were written.
+    assert items[0]["counts"] == dict.fromkeys(PROJECT_RESOURCES, 0) | {"saves": 2}
     assert items[0]["created_at"] <= items[0]["last_write_at"]
     one = client.get(f"/v1/projects/{project}")
     assert one.json() == items[0]
@@ -95,4 +97,5 @@ def test_a_deleted_project_can_be_written_again_from_empty(client, project):
     import_save(client, project, seed_save())
     client.delete(f"/v1/projects/{project}")
     import_save(client, project, seed_save())
-    assert client.get(f"/v1/projects/{project}").json()["counts"]["saves"] == 1
+    counts = client.get(f"/v1/projects/{project}").json()["counts"]
+    assert counts == dict.fromkeys(PROJECT_RESOURCES, 0) | {"saves": 1}

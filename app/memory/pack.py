@@ -1,0 +1,218 @@
+"""The context pack: what to inject before a feature, within a token budget (seed 004,
+"Context Injection" and "Token Budget"). Pure: items in, sections and markdown out.
+
+The budget is checked on the final markdown by the real tokenizer, never on a sum of
+estimates. Over budget, the least relevant item goes first: decisions of other features
+(oldest first), then failures of other features (least relevant first), then this feature's
+decisions, then this feature's failures; the summary is truncated last. Active constraints are
+never dropped: when they alone exceed the budget there is no valid pack.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from app.formats.project_memory import field as doc_field
+from app.memory import tokens
+
+MAX_DECISIONS = 10
+MAX_FAILURES = 5
+_WORD = re.compile(r"\w+")
+
+
+class ConstraintsOverBudget(Exception):
+    def __init__(self, needed: int) -> None:
+        super().__init__(f"the active constraints alone take {needed} tokens")
+        self.needed = needed
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One item offered to the pack: its document and what ranking needs."""
+
+    document: dict[str, Any]
+    feature_id: str | None
+    timestamp: int
+    search_text: str
+
+
+@dataclass
+class Pack:
+    summary: str | None
+    summary_truncated: bool
+    decisions: list[Entry]
+    failures: list[Entry]
+    constraints: list[Entry]
+    dropped: dict[str, int] = field(default_factory=dict)
+    markdown: str = ""
+    token_count: int = 0
+
+
+def _words(text: str) -> set[str]:
+    return {word.lower() for word in _WORD.findall(text)}
+
+
+def rank_failures(failures: list[Entry], feature_id: str | None, about: str) -> list[Entry]:
+    """Most relevant first: the feature's own failures, then by word overlap (Jaccard) with
+    ``about`` (text describing the feature), then the newest."""
+    reference = _words(about)
+
+    def similarity(entry: Entry) -> float:
+        words = _words(entry.search_text)
+        union = words | reference
+        return len(words & reference) / len(union) if union else 0.0
+
+    return sorted(
+        failures,
+        key=lambda e: (
+            feature_id is not None and e.feature_id == feature_id,
+            similarity(e),
+            e.timestamp,
+        ),
+        reverse=True,
+    )
+
+
+def _text(document: dict[str, Any], name: str) -> str:
+    value = doc_field(document, name)
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _tags(*values: str) -> str:
+    shown = [value for value in values if value]
+    return f" ({', '.join(shown)})" if shown else ""
+
+
+def _item(head: str, tags: str, details: list[tuple[str, str]]) -> str:
+    lines = [f"- {head}{tags}"]
+    lines += [f"  - {label}: {value}" for label, value in details if value]
+    return "\n".join(lines)
+
+
+def _decision(d: dict[str, Any]) -> str:
+    return _item(
+        _text(d, "decision"),
+        _tags(_text(d, "id"), _text(d, "featureId"), _text(d, "category")),
+        [("Rationale", _text(d, "rationale")), ("Impact", _text(d, "impact"))],
+    )
+
+
+def _failure(f: dict[str, Any]) -> str:
+    return _item(
+        _text(f, "description"),
+        _tags(_text(f, "id"), _text(f, "featureId"), _text(f, "severity")),
+        [
+            ("Root cause", _text(f, "rootCause")),
+            ("Resolution", _text(f, "resolution")),
+            ("Prevention", _text(f, "prevention")),
+        ],
+    )
+
+
+def _expiry(c: dict[str, Any]) -> str:
+    expires = doc_field(c, "expiresAt")
+    if not isinstance(expires, int) or isinstance(expires, bool):
+        return ""
+    try:
+        return datetime.fromtimestamp(expires / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except (OverflowError, OSError, ValueError):
+        return str(expires)
+
+
+def _constraint(c: dict[str, Any]) -> str:
+    return _item(
+        _text(c, "description"),
+        _tags(_text(c, "id"), _text(c, "type")),
+        [
+            ("Reason", _text(c, "reason")),
+            ("Affects", _text(c, "affectedAreas")),
+            ("Expires", _expiry(c)),
+        ],
+    )
+
+
+def render_markdown(
+    feature_id: str | None,
+    summary: str | None,
+    decisions: list[Entry],
+    failures: list[Entry],
+    constraints: list[Entry],
+) -> str:
+    title = "# Project context" + (f" for {feature_id}" if feature_id else "")
+    sections = [title]
+    if summary:
+        sections.append("## Summary\n\n" + summary)
+    for heading, entries, line in (
+        ("Key decisions", decisions, _decision),
+        ("Failures to learn from", failures, _failure),
+        ("Active constraints", constraints, _constraint),
+    ):
+        if entries:
+            sections.append(f"## {heading}\n\n" + "\n".join(line(e.document) for e in entries))
+    return "\n\n".join(sections) + "\n"
+
+
+def _drop_order(
+    feature_id: str | None, decisions: list[Entry], failures: list[Entry]
+) -> list[tuple[str, Entry]]:
+    def own(entry: Entry) -> bool:
+        return feature_id is not None and entry.feature_id == feature_id
+
+    oldest_first = sorted(decisions, key=lambda e: e.timestamp)
+    least_relevant_first = list(reversed(failures))
+    return (
+        [("decisions", e) for e in oldest_first if not own(e)]
+        + [("failures", e) for e in least_relevant_first if not own(e)]
+        + [("decisions", e) for e in oldest_first if own(e)]
+        + [("failures", e) for e in least_relevant_first if own(e)]
+    )
+
+
+def build(
+    feature_id: str | None,
+    summary: str | None,
+    decisions: list[Entry],
+    ranked_failures: list[Entry],
+    constraints: list[Entry],
+    max_tokens: int,
+) -> Pack:
+    """``decisions`` newest first, ``ranked_failures`` most relevant first (already capped)."""
+    floor = tokens.count(render_markdown(feature_id, None, [], [], constraints))
+    if floor > max_tokens:
+        raise ConstraintsOverBudget(floor)
+    pack = Pack(summary, False, list(decisions), list(ranked_failures), list(constraints))
+    pack.dropped = {"decisions": 0, "failures": 0}
+
+    def size() -> int:
+        pack.markdown = render_markdown(
+            feature_id, pack.summary, pack.decisions, pack.failures, pack.constraints
+        )
+        pack.token_count = tokens.count(pack.markdown)
+        return pack.token_count
+
+    for section, entry in _drop_order(feature_id, decisions, ranked_failures):
+        if size() <= max_tokens:
+            return pack
+        getattr(pack, section).remove(entry)
+        pack.dropped[section] += 1
+    if summary and size() > max_tokens:
+        _truncate_summary(pack, summary, max_tokens, size)
+    size()
+    return pack
+
+
+def _truncate_summary(pack: Pack, summary: str, max_tokens: int, size: Callable[[], int]) -> None:
+    """The longest prefix of the summary that fits; none at all if nothing fits."""
+    pack.summary_truncated = True
+    allowance = tokens.count(summary) - (size() - max_tokens)
+    while allowance > 0:
+        pack.summary = tokens.truncate(summary, allowance) or None
+        over = size() - max_tokens
+        if over <= 0:
+            return
+        allowance -= over
+    pack.summary = None

@@ -1,0 +1,207 @@
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, literal_column, text, update
+from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+from app.core.pagination import SortKey, paginate
+from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
+
+NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]  # type: ignore[arg-type]
+WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class ItemFilter:
+    feature_id: str | None = None
+    category: str | None = None
+    severity: str | None = None
+    since: int | None = None
+    until: int | None = None
+    q: str | None = None
+    include_archived: bool = False
+    # Epoch ms: constraints that expired by then are left out. None keeps them.
+    active_at: int | None = None
+
+
+def _live(kind: str, project_id: int) -> list[ColumnElement[bool]]:
+    return [
+        col(MemoryItem.project_id) == project_id,
+        col(MemoryItem.kind) == kind,
+        col(MemoryItem.archived_at).is_(None),
+    ]
+
+
+class MemoryRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @property
+    def _dialect(self) -> str:
+        return self.session.get_bind().dialect.name
+
+    # The running summary.
+
+    def summary(self, project_id: int, *, for_update: bool = False) -> MemorySummary | None:
+        statement = select(MemorySummary).where(MemorySummary.project_id == project_id)
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.exec(statement).first()
+
+    def save(self, row: MemorySummary | MemoryFileStyle | MemoryItem) -> None:
+        self.session.add(row)
+        self.session.flush()
+
+    # List files' styles.
+
+    def file_style(self, project_id: int, kind: str) -> MemoryFileStyle | None:
+        statement = select(MemoryFileStyle).where(
+            MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind
+        )
+        return self.session.exec(statement).first()
+
+    # Items.
+
+    def get(
+        self, project_id: int, kind: str, item_id: str, *, for_update: bool = False
+    ) -> MemoryItem | None:
+        statement = select(MemoryItem).where(
+            MemoryItem.project_id == project_id,
+            MemoryItem.kind == kind,
+            MemoryItem.item_id == item_id,
+        )
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.exec(statement).first()
+
+    def all_of(self, project_id: int, kind: str) -> list[MemoryItem]:
+        """Every item of ``kind``, archived ones included, in file order."""
+        statement = (
+            select(MemoryItem)
+            .where(MemoryItem.project_id == project_id, MemoryItem.kind == kind)
+            .order_by(col(MemoryItem.position), col(MemoryItem.id))
+        )
+        return list(self.session.exec(statement))
+
+    def live(self, project_id: int, kind: str) -> list[MemoryItem]:
+        """The items of ``kind`` not archived, in file order: the file's contents."""
+        statement = (
+            select(MemoryItem)
+            .where(*_live(kind, project_id))
+            .order_by(col(MemoryItem.position), col(MemoryItem.id))
+        )
+        return list(self.session.exec(statement))
+
+    def newest(self, project_id: int, kind: str, limit: int) -> list[MemoryItem]:
+        statement = (
+            select(MemoryItem)
+            .where(*_live(kind, project_id))
+            .order_by(col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc())
+            .limit(limit)
+        )
+        return list(self.session.exec(statement))
+
+    def active_constraints(self, project_id: int, now_ms: int) -> list[MemoryItem]:
+        statement = (
+            select(MemoryItem)
+            .where(*_live("constraint", project_id), _unexpired(now_ms))
+            .order_by(col(MemoryItem.position), col(MemoryItem.id))
+        )
+        return list(self.session.exec(statement))
+
+    def next_position(self, project_id: int, kind: str) -> int:
+        statement = select(func.max(MemoryItem.position)).where(
+            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+        )
+        highest = self.session.exec(statement).one()
+        return 0 if highest is None else highest + 1
+
+    def item_ids(self, project_id: int, kind: str) -> list[str]:
+        statement = select(MemoryItem.item_id).where(
+            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+        )
+        return list(self.session.exec(statement))
+
+    def page(
+        self, project_id: int, kind: str, where: ItemFilter, cursor: str | None, limit: int
+    ) -> tuple[list[MemoryItem], str | None]:
+        statement = select(MemoryItem).where(
+            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+        )
+        statement = self._filtered(statement, where)
+        return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
+
+    def _filtered(
+        self, statement: SelectOfScalar[MemoryItem], where: ItemFilter
+    ) -> SelectOfScalar[MemoryItem]:
+        equal = {
+            MemoryItem.feature_id: where.feature_id,
+            MemoryItem.category: where.category,
+            MemoryItem.severity: where.severity,
+        }
+        for column, value in equal.items():
+            if value is not None:
+                statement = statement.where(col(column) == value)
+        if where.since is not None:
+            statement = statement.where(col(MemoryItem.timestamp) >= where.since)
+        if where.until is not None:
+            statement = statement.where(col(MemoryItem.timestamp) <= where.until)
+        if not where.include_archived:
+            statement = statement.where(col(MemoryItem.archived_at).is_(None))
+        if where.active_at is not None:
+            statement = statement.where(_unexpired(where.active_at))
+        if where.q is not None:
+            statement = statement.where(self._matches(where.q))
+        return statement
+
+    def _matches(self, query: str) -> ColumnElement[bool]:
+        """Full-text match of every word of ``query``, through the database's own index."""
+        words = WORD.findall(query)
+        if self._dialect == "sqlite":
+            # Each word a quoted FTS5 string: the user's text is never FTS5 syntax.
+            match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+            matching_rows = text(
+                "SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH :match"
+            ).bindparams(match=match)
+            return col(MemoryItem.id).in_(matching_rows)
+        # The same expression as the GIN index, so that the planner can use it.
+        vector = func.to_tsvector(literal_column("'simple'"), MemoryItem.search_text)
+        return vector.op("@@")(func.plainto_tsquery(literal_column("'simple'"), " ".join(words)))
+
+    def archive(self, ids: Sequence[int], when: datetime) -> int:
+        if not ids:
+            return 0
+        self.session.execute(
+            update(MemoryItem).where(col(MemoryItem.id).in_(ids)).values(archived_at=when)
+        )
+        return len(ids)
+
+    def delete(self, item: MemoryItem) -> None:
+        self.session.delete(item)
+        self.session.flush()
+
+    def stale(self, project_id: int, kind: str, mark_before: int, **extra: Any) -> list[int]:
+        """Live items of ``kind`` that arrived when fewer than ``mark_before`` features were
+        complete (and match ``extra`` column values)."""
+        statement = select(MemoryItem.id).where(
+            *_live(kind, project_id), col(MemoryItem.features_mark) <= mark_before
+        )
+        for name, value in extra.items():
+            statement = statement.where(getattr(MemoryItem, name) == value)
+        return [item_id for item_id in self.session.exec(statement) if item_id is not None]
+
+    def expired(self, project_id: int, now_ms: int) -> list[int]:
+        statement = select(MemoryItem.id).where(
+            *_live("constraint", project_id),
+            col(MemoryItem.expires_at).is_not(None),
+            col(MemoryItem.expires_at) <= now_ms,
+        )
+        return [item_id for item_id in self.session.exec(statement) if item_id is not None]
+
+
+def _unexpired(now_ms: int) -> ColumnElement[bool]:
+    return col(MemoryItem.expires_at).is_(None) | (col(MemoryItem.expires_at) > now_ms)

@@ -1,0 +1,415 @@
+from enum import StrEnum
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Path, Query, Request, Response
+
+from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.conditional import not_modified, require_if_match, require_if_none_match
+from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
+from app.core.idempotency import IdempotencyDep
+from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
+from app.core.json import FastJSONResponse
+from app.core.pagination import Cursor, Limit, Page
+from app.core.responses import document_response
+from app.formats.project_memory import INT64, ItemKind, Style
+from app.memory import service
+from app.memory.repository import ItemFilter
+from app.memory.schemas import (
+    ContextPack,
+    FileReceipt,
+    ItemCreated,
+    MaintenanceResult,
+    MemoryItemPublic,
+    SummaryReceipt,
+)
+
+router = APIRouter(
+    prefix="/v1/projects/{project}/memory", tags=["memory"], route_class=ContextStoreRoute
+)
+
+
+class MemoryFileName(StrEnum):
+    running_summary = "running-summary.json"
+    key_decisions = "key-decisions.json"
+    failure_memory = "failure-memory.json"
+    active_constraints = "active-constraints.json"
+
+
+FILE_KINDS = {
+    MemoryFileName.key_decisions: ItemKind.decision,
+    MemoryFileName.failure_memory: ItemKind.failure,
+    MemoryFileName.active_constraints: ItemKind.constraint,
+}
+
+ItemId = Annotated[str, Path(min_length=1, max_length=256, description="The item's `id`.")]
+StyleQuery = Annotated[
+    Style | None,
+    Query(description="Key style of the export; default: the style the file was written in."),
+]
+EpochMs = Annotated[int | None, Query(ge=INT64.start, le=INT64.stop - 1)]
+Text = Annotated[str | None, Query(min_length=1, max_length=1000)]
+Search = Annotated[
+    str | None, Query(min_length=1, max_length=1000, description="Full-text search (all words).")
+]
+IncludeArchived = Annotated[bool, Query(description="Also list archived items.")]
+
+JSON_FILE = {
+    200: {
+        "description": "The file exactly as the Context Agent writes it.",
+        "content": {"application/json": {"schema": {}}},
+    },
+    304: {"description": "Unchanged (If-None-Match)."},
+}
+JSON_OBJECT_BODY = raw_body("application/json", schema={"type": "object"})
+
+
+def _preconditions(request: Request) -> service.Precondition:
+    def check(current: str | None) -> None:
+        require_if_match(request, current)
+        require_if_none_match(request, current)
+
+    return check
+
+
+def _download(request: Request, file: service.MemoryFile) -> Response:
+    return document_response(request, etag=file.etag, filename=file.filename, content=file.content)
+
+
+def _summary_response(receipt: SummaryReceipt) -> Response:
+    return FastJSONResponse(
+        receipt.model_dump(mode="json"),
+        status_code=201 if receipt.created else 200,
+        headers={"ETag": receipt.etag},
+    )
+
+
+# The running summary, and the four files.
+
+
+@router.get("/running-summary", response_class=Response, responses=JSON_FILE)
+def get_running_summary(
+    project: ProjectName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    style: StyleQuery = None,
+) -> Response:
+    """`running-summary.json`, exactly (the same as `files/running-summary.json`)."""
+    return _download(request, service.summary_file(session, principal.tenant, project, style))
+
+
+@router.put(
+    "/running-summary",
+    response_model=SummaryReceipt,
+    responses={201: {"model": SummaryReceipt}},
+    openapi_extra=JSON_OBJECT_BODY,
+)
+def put_running_summary(
+    project: ProjectName, request: Request, raw: RawBody, session: WriteSession, principal: Writer
+) -> Response:
+    """Store the summary (camelCase or snake_case keys). Its content must be within the limit
+    (2000 tokens by default) by the service's own count; a missing `tokenCount` is filled in
+    with that count and reported in `filled`."""
+    receipt = service.put_summary(
+        session,
+        principal.tenant,
+        project,
+        raw,
+        _preconditions(request),
+        get_settings(request).memory_summary_max_tokens,
+    )
+    return _summary_response(receipt)
+
+
+@router.get("/files/{name}", response_class=Response, responses=JSON_FILE)
+def export_file(
+    project: ProjectName,
+    name: MemoryFileName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    style: StyleQuery = None,
+) -> Response:
+    """A file exactly as the tools write it (`json.dumps(doc, indent=2)`), in the key style
+    it was imported in unless `style` says otherwise. List files hold the items not archived."""
+    if name is MemoryFileName.running_summary:
+        file = service.summary_file(session, principal.tenant, project, style)
+    else:
+        file = service.items_file(session, principal.tenant, project, FILE_KINDS[name], style)
+    return _download(request, file)
+
+
+@router.put(
+    "/files/{name}",
+    response_model=SummaryReceipt | FileReceipt,
+    openapi_extra=raw_body("application/json", schema={}),
+)
+def import_file(
+    project: ProjectName,
+    name: MemoryFileName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Import a file. A list file replaces the set of items not archived: items are matched
+    by `id`, items missing from the file are deleted. Honours If-Match and If-None-Match."""
+    if name is MemoryFileName.running_summary:
+        return put_running_summary(project, request, raw, session, principal)
+    etag, style, count = service.put_items_file(
+        session, principal.tenant, project, FILE_KINDS[name], raw, _preconditions(request)
+    )
+    receipt = FileReceipt(etag=etag, style=style, items=count)
+    return FastJSONResponse(receipt.model_dump(mode="json"), headers={"ETag": etag})
+
+
+# Decisions, failures and constraints.
+
+
+def _list(
+    session: ReadSession,
+    principal: Reader,
+    project: str,
+    kind: ItemKind,
+    where: ItemFilter,
+    cursor: str | None,
+    limit: int,
+) -> Page[MemoryItemPublic]:
+    items, next_cursor = service.list_items(
+        session, principal.tenant, project, kind, where, cursor, limit
+    )
+    return Page(items=items, next_cursor=next_cursor)
+
+
+@router.get("/decisions", response_model=Page[MemoryItemPublic])
+def list_decisions(
+    project: ProjectName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    feature_id: Text = None,
+    category: Text = None,
+    since: EpochMs = None,
+    until: EpochMs = None,
+    q: Search = None,
+    include_archived: IncludeArchived = False,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[MemoryItemPublic]:
+    """Key decisions, newest `timestamp` first. `since`/`until` are epoch milliseconds."""
+    where = ItemFilter(
+        feature_id=feature_id,
+        category=category,
+        since=since,
+        until=until,
+        q=q,
+        include_archived=include_archived,
+    )
+    return _list(session, principal, project, ItemKind.decision, where, cursor, limit)
+
+
+@router.get("/failures", response_model=Page[MemoryItemPublic])
+def list_failures(
+    project: ProjectName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    feature_id: Text = None,
+    severity: Text = None,
+    since: EpochMs = None,
+    until: EpochMs = None,
+    q: Search = None,
+    include_archived: IncludeArchived = False,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[MemoryItemPublic]:
+    """Failure memory, newest `timestamp` first. `since`/`until` are epoch milliseconds."""
+    where = ItemFilter(
+        feature_id=feature_id,
+        severity=severity,
+        since=since,
+        until=until,
+        q=q,
+        include_archived=include_archived,
+    )
+    return _list(session, principal, project, ItemKind.failure, where, cursor, limit)
+
+
+@router.get("/constraints", response_model=Page[MemoryItemPublic])
+def list_constraints(
+    project: ProjectName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+    type: Text = None,
+    since: EpochMs = None,
+    until: EpochMs = None,
+    q: Search = None,
+    include_expired: Annotated[
+        bool, Query(description="Also list constraints whose `expiresAt` has passed.")
+    ] = False,
+    include_archived: IncludeArchived = False,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[MemoryItemPublic]:
+    """Active constraints, newest `addedAt` first. An expired one is not active and is left
+    out unless `include_expired`."""
+    where = ItemFilter(
+        category=type,
+        since=since,
+        until=until,
+        q=q,
+        include_archived=include_archived,
+        active_at=None if include_expired else service.now_ms(),
+    )
+    return _list(session, principal, project, ItemKind.constraint, where, cursor, limit)
+
+
+def _add_item_routes(plural: str, kind: ItemKind) -> None:
+    """Create, read, patch and delete for one kind of item: the same rules for all three."""
+
+    @router.post(
+        f"/{plural}",
+        status_code=201,
+        response_model=ItemCreated,
+        openapi_extra=JSON_OBJECT_BODY,
+        name=f"create_{kind.value}",
+        summary=f"Create a {kind.value}",
+    )
+    def create(
+        project: ProjectName,
+        request: Request,
+        raw: RawBody,
+        session: WriteSession,
+        principal: Writer,
+        idempotency: IdempotencyDep,
+    ) -> Response:
+        """Add an item (camelCase or snake_case keys) at the end of its file. A missing `id`
+        (next in the writer's numbering) and time (now, epoch ms) are filled in and listed in
+        `filled`. 409 if the id exists."""
+        if (replayed := idempotency.replay()) is not None:
+            return replayed
+        created, etag = service.create_item(session, principal.tenant, project, kind, raw)
+        response = FastJSONResponse(
+            created.model_dump(mode="json"),
+            status_code=201,
+            headers={"Location": f"{request.url.path}/{quote(created.id, safe='')}", "ETag": etag},
+        )
+        return idempotency.record(response)
+
+    @router.get(
+        f"/{plural}/{{item_id}}",
+        response_model=MemoryItemPublic,
+        responses={304: {"description": "Unchanged (If-None-Match)."}},
+        name=f"get_{kind.value}",
+        summary=f"Get a {kind.value}",
+    )
+    def get(
+        project: ProjectName,
+        item_id: ItemId,
+        request: Request,
+        session: ReadSession,
+        principal: Reader,
+    ) -> Response:
+        """One item, archived or not."""
+        item, etag = service.get_item(session, principal.tenant, project, kind, item_id)
+        if (unchanged := not_modified(request, etag)) is not None:
+            return unchanged
+        return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
+
+    @router.patch(
+        f"/{plural}/{{item_id}}",
+        response_model=MemoryItemPublic,
+        openapi_extra=raw_body(
+            "application/merge-patch+json", "application/json", schema={"type": "object"}
+        ),
+        name=f"patch_{kind.value}",
+        summary=f"Patch a {kind.value}",
+    )
+    def patch(
+        project: ProjectName,
+        item_id: ItemId,
+        request: Request,
+        raw: RawBody,
+        session: WriteSession,
+        principal: Writer,
+    ) -> Response:
+        """JSON merge patch (RFC 7396) of the item; keys in either style. The `id` cannot
+        change. Honours If-Match."""
+        item, etag = service.patch_item(
+            session,
+            principal.tenant,
+            project,
+            kind,
+            item_id,
+            raw,
+            lambda current: require_if_match(request, current),
+        )
+        return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
+
+    @router.delete(
+        f"/{plural}/{{item_id}}",
+        status_code=204,
+        response_class=Response,
+        name=f"delete_{kind.value}",
+        summary=f"Delete a {kind.value}",
+    )
+    def delete(
+        project: ProjectName,
+        item_id: ItemId,
+        request: Request,
+        session: WriteSession,
+        principal: Writer,
+    ) -> Response:
+        """Delete one item (maintenance never deletes; this does). Honours If-Match."""
+        service.delete_item(
+            session,
+            principal.tenant,
+            project,
+            kind,
+            item_id,
+            lambda current: require_if_match(request, current),
+        )
+        return Response(status_code=204)
+
+
+for _plural, _kind in (
+    ("decisions", ItemKind.decision),
+    ("failures", ItemKind.failure),
+    ("constraints", ItemKind.constraint),
+):
+    _add_item_routes(_plural, _kind)
+
+
+@router.post("/maintenance", response_model=MaintenanceResult)
+def maintenance(
+    project: ProjectName, session: WriteSession, principal: Writer
+) -> MaintenanceResult:
+    """Seed 004's maintenance, by the running summary's `totalFeaturesCompleted`: decisions
+    that arrived 50 or more completed features ago and resolved failures 100 or more ago are
+    archived, and expired constraints leave the active set (archived). Nothing is deleted:
+    `?include_archived=true` lists archived items."""
+    return service.maintain(session, principal.tenant, project)
+
+
+@router.get("/context", response_model=ContextPack)
+def context_pack(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    feature_id: Annotated[
+        str | None, Query(pattern=IDENTIFIER_PATTERN, description="The feature to prepare for.")
+    ] = None,
+    about: Annotated[
+        str | None,
+        Query(max_length=4000, description="What the feature is about: ranks failures."),
+    ] = None,
+    max_tokens: Annotated[int, Query(ge=1, le=1_000_000, description="Token budget.")] = 2000,
+) -> ContextPack:
+    """The context pack to inject before a feature: the summary, the 10 newest decisions, the
+    5 failures most relevant to the feature (its own first, then by word overlap with its
+    decisions and `about`, then the newest) and every active constraint, within `max_tokens`
+    (cl100k_base) as sections and as markdown. 422 when the active constraints alone exceed
+    the budget."""
+    return service.context_pack(session, principal.tenant, project, feature_id, about, max_tokens)

@@ -1,0 +1,416 @@
+"""Project memory through the API, on SQLite and PostgreSQL."""
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import text
+from sqlmodel import Session, select
+
+from app.memory import tokens
+from app.memory.models import MemoryItem
+from app.memory.repository import ItemFilter, MemoryRepository
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, golden_bytes, python_indent2
+
+FILES = ["running-summary", "key-decisions", "failure-memory", "active-constraints"]
+JSON = {"Content-Type": "application/json"}
+
+
+def _base(project: str) -> str:
+    return f"/v1/projects/{project}/memory"
+
+
+def _put_file(client, project, name, content, **headers):
+    body = content if isinstance(content, bytes) else python_indent2(content)
+    return client.put(
+        f"{_base(project)}/files/{name}.json", content=body, headers={**JSON, **headers}
+    )
+
+
+def _post(client, project, plural, item, **headers):
+    return client.post(
+        f"{_base(project)}/{plural}", content=json.dumps(item), headers={**JSON, **headers}
+    )
+
+
+def _list(client, project, plural, **params):
+    response = client.get(f"{_base(project)}/{plural}", params=params)
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()["items"]]
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.mark.parametrize("suffix", ["", ".snake"])
+def test_the_four_files_round_trip_byte_for_byte_in_their_style(client, project, suffix):
+    for name in FILES:
+        raw = golden_bytes(f"memory-{name}{suffix}.json")
+        assert _put_file(client, project, name, raw).status_code in (200, 201)
+    for name in FILES:
+        exported = client.get(f"{_base(project)}/files/{name}.json")
+        assert exported.status_code == 200
+        assert exported.content == golden_bytes(f"memory-{name}{suffix}.json")
+        assert exported.headers["content-type"] == "application/json"
+        assert exported.headers["content-disposition"] == f'attachment; filename="{name}.json"'
+
+
+def test_style_chooses_the_export_style(client, project):
+    for name in FILES:
+        _put_file(client, project, name, golden_bytes(f"memory-{name}.snake.json"))
+    for name in FILES:
+        camel = client.get(f"{_base(project)}/files/{name}.json", params={"style": "camel"})
+        assert camel.content == golden_bytes(f"memory-{name}.json")
+    assert client.get(f"{_base(project)}/running-summary").content == golden_bytes(
+        "memory-running-summary.snake.json"
+    )
+
+
+def test_unknown_fields_survive_and_items_keep_file_order(client, project):
+    items = [
+        {"id": "dec-009", "decision": "z", "x_tool": {"ünï": [1, 2.5, None]}, "timestamp": 1},
+        {"id": "dec-001", "decision": "a", "timestamp": 9, "category": "ux"},
+    ]
+    _put_file(client, project, "key-decisions", items)
+    exported = client.get(f"{_base(project)}/files/key-decisions.json")
+    assert exported.content == python_indent2(items)
+    assert _list(client, project, "decisions") == ["dec-001", "dec-009"]
+
+
+def test_put_replaces_the_set(client, project):
+    _put_file(client, project, "failure-memory", [{"id": "a", "description": "x"}])
+    _put_file(client, project, "failure-memory", [{"id": "b", "description": "y"}])
+    assert _list(client, project, "failures") == ["b"]
+
+
+def test_the_summary_gets_a_token_count_when_it_has_none(client, project):
+    content = "# Project Summary\n\nDéjà vu: the API is done. 😀"
+    response = client.put(
+        f"{_base(project)}/running-summary",
+        content=json.dumps({"content": content, "updatedAt": 1}),
+        headers=JSON,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["filled"] == ["/tokenCount"]
+    assert response.json()["token_count"] == tokens.count(content)
+    stored = client.get(f"{_base(project)}/running-summary")
+    assert stored.content == python_indent2(
+        {"content": content, "updatedAt": 1, "tokenCount": tokens.count(content)}
+    )
+    assert stored.headers["etag"] == response.headers["etag"]
+
+
+def test_the_writers_token_count_is_kept_as_given(client, project):
+    document = {"content": "short", "token_count": 1847}
+    response = client.put(f"{_base(project)}/running-summary", json=document)
+    assert response.json()["filled"] == []
+    assert client.get(f"{_base(project)}/running-summary").json() == document
+
+
+def test_a_summary_over_the_limit_is_refused(client, project):
+    content = "token " * 2001
+    assert tokens.count(content) > 2000
+    response = client.put(f"{_base(project)}/running-summary", json={"content": content})
+    body = assert_problem(response, 422)
+    assert body["errors"][0]["path"] == "/content"
+    assert_problem(client.get(f"{_base(project)}/running-summary"), 404)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "status"),
+    [
+        ("key-decisions", b"[", 400),
+        ("key-decisions", b"{}", 422),
+        ("key-decisions", b'[{"id": "d"}]', 422),
+        ("failure-memory", b'[{"id": "f", "description": "x", "timestamp": 1e30}]', 422),
+        ("active-constraints", b'[{"id": "c", "description": "x", "expiresAt": "soon"}]', 422),
+        ("running-summary", b'{"content": 5}', 422),
+        ("running-summary", b'{"content": "x", "tokenCount": 99999999999999999999}', 422),
+        ("running-summary", b"[]", 422),
+    ],
+)
+def test_bad_files_are_refused_and_change_nothing(client, project, name, content, status):
+    _put_file(client, project, "key-decisions", golden_bytes("memory-key-decisions.json"))
+    assert_problem(_put_file(client, project, name, content), status)
+    assert _list(client, project, "decisions") == ["dec-001"]
+
+
+def test_created_items_get_an_id_and_a_time_and_join_the_file(client, project):
+    _put_file(client, project, "key-decisions", golden_bytes("memory-key-decisions.snake.json"))
+    before = _now_ms()
+    response = _post(client, project, "decisions", {"decision": "Use SQLite", "featureId": "f-2"})
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["id"] == "dec-002"
+    assert body["filled"] == ["/id", "/timestamp"]
+    assert before <= body["timestamp"] <= _now_ms()
+    assert response.headers["location"].endswith("/memory/decisions/dec-002")
+    # The file was snake_case: the new item is written in the file's style.
+    exported = json.loads(client.get(f"{_base(project)}/files/key-decisions.json").content)
+    assert exported[-1] == {
+        "id": "dec-002",
+        "decision": "Use SQLite",
+        "feature_id": "f-2",
+        "timestamp": body["timestamp"],
+    }
+    assert_problem(_post(client, project, "decisions", {"id": "dec-002", "decision": "x"}), 409)
+
+
+def test_items_created_through_the_api_are_camel_case(client, project):
+    _post(client, project, "constraints", {"description": "Node 18", "affected_areas": ["ci"]})
+    exported = json.loads(client.get(f"{_base(project)}/files/active-constraints.json").content)
+    assert list(exported[0]) == ["id", "description", "affectedAreas", "addedAt"]
+
+
+def test_a_create_retry_with_the_idempotency_key_counts_once(client, project):
+    headers = {"Idempotency-Key": "k-1"}
+    first = _post(client, project, "failures", {"description": "boom"}, **headers)
+    again = _post(client, project, "failures", {"description": "boom"}, **headers)
+    assert again.status_code == 201 and again.json() == first.json()
+    assert again.headers["idempotent-replayed"] == "true"
+    assert _list(client, project, "failures") == [first.json()["id"]]
+
+
+def test_filters_and_full_text_search(client, project):
+    _put_file(
+        client,
+        project,
+        "key-decisions",
+        [
+            {
+                "id": "d1",
+                "featureId": "f1",
+                "decision": "Using JWT tokens",
+                "timestamp": 10,
+                "category": "security",
+            },
+            {
+                "id": "d2",
+                "featureId": "f2",
+                "decision": "Postgres for storage",
+                "timestamp": 20,
+                "category": "architecture",
+                "rationale": "Durable migrations",
+            },
+            {
+                "id": "d3",
+                "featureId": "f1",
+                "decision": "Cache JWT keys",
+                "timestamp": 30,
+                "category": "performance",
+            },
+        ],
+    )
+    assert _list(client, project, "decisions") == ["d3", "d2", "d1"]
+    assert _list(client, project, "decisions", feature_id="f1") == ["d3", "d1"]
+    assert _list(client, project, "decisions", category="architecture") == ["d2"]
+    assert _list(client, project, "decisions", since=20) == ["d3", "d2"]
+    assert _list(client, project, "decisions", until=20) == ["d2", "d1"]
+    assert _list(client, project, "decisions", q="jwt") == ["d3", "d1"]
+    assert _list(client, project, "decisions", q="JWT cache") == ["d3"]
+    assert _list(client, project, "decisions", q="durable") == ["d2"]
+    # The user's text is words to find, never FTS5 or tsquery syntax.
+    assert _list(client, project, "decisions", q='"JWT" (tokens*') == ["d1"]
+    assert _list(client, project, "decisions", q='"JWT" tokens* NEAR(') == []
+    assert _list(client, project, "decisions", q="nothing-like-it") == []
+    assert_problem(client.get(f"{_base(project)}/decisions", params={"q": "!!"}), 422)
+    assert_problem(client.get(f"{_base(project)}/decisions", params={"feature_id": "a\0"}), 422)
+    assert_problem(client.get(f"{_base(project)}/decisions", params={"since": 2**63}), 422)
+    page = client.get(f"{_base(project)}/decisions", params={"limit": 2}).json()
+    rest = client.get(
+        f"{_base(project)}/decisions", params={"limit": 2, "cursor": page["next_cursor"]}
+    ).json()
+    assert [i["id"] for i in page["items"] + rest["items"]] == ["d3", "d2", "d1"]
+
+
+def test_search_follows_patches_and_deletes(client, project):
+    _post(client, project, "failures", {"id": "f1", "description": "disk full"})
+    assert _list(client, project, "failures", q="disk") == ["f1"]
+    client.patch(f"{_base(project)}/failures/f1", json={"description": "network down"})
+    assert _list(client, project, "failures", q="disk") == []
+    assert _list(client, project, "failures", q="network") == ["f1"]
+    client.delete(f"{_base(project)}/failures/f1")
+    assert _list(client, project, "failures", q="network") == []
+
+
+def test_the_database_search_index_is_what_answers(app, client, project, backend):
+    _post(client, project, "decisions", {"id": "d1", "decision": "Using JWT tokens"})
+    with Session(app.state.database.writer) as session:
+        if backend.name == "sqlite":
+            rows = session.execute(
+                text("SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH 'jwt'")
+            ).all()
+            assert len(rows) >= 1
+            return
+        repository = MemoryRepository(session)
+        statement = repository._filtered(select(MemoryItem), ItemFilter(q="jwt"))
+        compiled = statement.compile(session.get_bind(), compile_kwargs={"literal_binds": True})
+        session.execute(text("SET enable_seqscan = off"))
+        plan = "\n".join(row[0] for row in session.execute(text(f"EXPLAIN {compiled}")))
+        assert "ix_memory_items_search" in plan
+
+
+def test_expired_constraints_leave_the_active_set(client, project):
+    constraints = [
+        {"id": "c-old", "description": "Freeze", "addedAt": 1, "expiresAt": _now_ms() - 1000},
+        {"id": "c-new", "description": "Node 18", "addedAt": 2, "expiresAt": None},
+        {"id": "c-soon", "description": "Beta", "addedAt": 3, "expiresAt": _now_ms() + 3600_000},
+    ]
+    _put_file(client, project, "active-constraints", constraints)
+    assert _list(client, project, "constraints") == ["c-soon", "c-new"]
+    assert _list(client, project, "constraints", include_expired="true") == [
+        "c-soon",
+        "c-new",
+        "c-old",
+    ]
+    expired = client.get(f"{_base(project)}/constraints/c-old").json()
+    assert expired["expired"] is True
+    pack = client.get(f"{_base(project)}/context").json()
+    assert [c["id"] for c in pack["constraints"]] == ["c-new", "c-soon"]
+
+
+def test_patch_merges_in_either_style_and_honours_if_match(client, project):
+    _put_file(client, project, "failure-memory", golden_bytes("memory-failure-memory.json"))
+    url = f"{_base(project)}/failures/fail-001"
+    etag = client.get(url).headers["etag"]
+    patched = client.patch(
+        url,
+        content=b'{"root_cause": "no default", "severity": "low", "extra": 1}',
+        headers={"Content-Type": "application/merge-patch+json", "If-Match": etag},
+    )
+    assert patched.status_code == 200, patched.text
+    item = patched.json()["item"]
+    assert item["rootCause"] == "no default" and "root_cause" not in item
+    assert list(item)[-1] == "extra" and patched.json()["severity"] == "low"
+    assert_problem(client.patch(url, json={"severity": "high"}, headers={"If-Match": etag}), 412)
+    assert_problem(client.patch(url, json={"id": "other"}), 422)
+    assert_problem(client.patch(url, json={"timestamp": "late"}), 422)
+    assert client.get(url).json()["item"]["severity"] == "low"
+
+
+def test_concurrent_creates_and_patches_lose_nothing(app, tenant, project):
+    clients = [client_for(app, create_key(app, tenant)) for _ in range(6)]
+    _post(clients[0], project, "decisions", {"id": "shared", "decision": "x"})
+
+    def work(index: int) -> tuple[int, int]:
+        created = _post(clients[index], project, "decisions", {"decision": f"d{index}"})
+        patched = clients[index].patch(
+            f"{_base(project)}/decisions/shared", json={f"k{index}": index}
+        )
+        return created.status_code, patched.status_code
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(work, range(6)))
+    assert results == [(201, 200)] * 6
+    ids = _list(clients[0], project, "decisions")
+    assert len(ids) == 7 and len(set(ids)) == 7
+    shared = clients[0].get(f"{_base(project)}/decisions/shared").json()["item"]
+    assert {f"k{i}" for i in range(6)} <= set(shared)
+
+
+def _fill_memory(client, project, summary_words: int) -> None:
+    summary = {"content": "# Summary\n\n" + "The API feature shipped. " * summary_words}
+    client.put(f"{_base(project)}/running-summary", json=summary)
+    for n in range(12):
+        _post(client, project, "decisions", {"featureId": f"f{n % 3}", "decision": f"D{n} " * 30})
+    for n in range(8):
+        _post(client, project, "failures", {"featureId": f"f{n % 2}", "description": f"F{n} " * 30})
+    for n in range(3):
+        _post(client, project, "constraints", {"description": f"Constraint {n}", "type": "tech"})
+
+
+@pytest.mark.parametrize("budget", [200, 500, 1000, 2000, 4000])
+def test_the_context_pack_stays_within_budget_and_keeps_every_constraint(client, project, budget):
+    _fill_memory(client, project, summary_words=300)
+    response = client.get(
+        f"{_base(project)}/context", params={"feature_id": "f1", "max_tokens": budget}
+    )
+    assert response.status_code == 200, response.text
+    pack = response.json()
+    assert pack["token_count"] == tokens.count(pack["markdown"]) <= budget
+    assert [c["description"] for c in pack["constraints"]] == [f"Constraint {n}" for n in range(3)]
+    assert len(pack["decisions"]) <= 10 and len(pack["failures"]) <= 5
+    for constraint in pack["constraints"]:
+        assert constraint["description"] in pack["markdown"]
+
+
+def test_the_pack_prefers_the_features_own_failures(client, project):
+    _fill_memory(client, project, summary_words=10)
+    pack = client.get(f"{_base(project)}/context", params={"feature_id": "f1"}).json()
+    assert [f["featureId"] for f in pack["failures"]] == ["f1"] * 4 + ["f0"]
+    assert len(pack["decisions"]) == 10 and not pack["summary_truncated"]
+
+
+def test_a_budget_the_constraints_alone_exceed_is_refused(client, project):
+    _fill_memory(client, project, summary_words=10)
+    response = client.get(f"{_base(project)}/context", params={"max_tokens": 20})
+    assert assert_problem(response, 422)["errors"][0]["path"] == "query.max_tokens"
+
+
+def test_maintenance_archives_and_loses_nothing(client, project):
+    summary = {"content": "s", "totalFeaturesCompleted": 10}
+    client.put(f"{_base(project)}/running-summary", json=summary)
+    _post(client, project, "decisions", {"id": "old", "decision": "early"})
+    _post(client, project, "failures", {"id": "fixed", "description": "x", "resolution": "done"})
+    _post(client, project, "failures", {"id": "open", "description": "y"})
+    _post(client, project, "constraints", {"id": "gone", "description": "z", "expiresAt": 5})
+    client.put(f"{_base(project)}/running-summary", json={**summary, "totalFeaturesCompleted": 60})
+    _post(client, project, "decisions", {"id": "recent", "decision": "late"})
+    first = client.post(f"{_base(project)}/maintenance")
+    assert first.json() == {
+        "total_features_completed": 60,
+        "archived": {"decisions": 1, "failures": 0, "constraints": 1},
+    }
+    assert _list(client, project, "decisions") == ["recent"]
+    assert set(_list(client, project, "decisions", include_archived="true")) == {"old", "recent"}
+    assert client.get(f"{_base(project)}/decisions/old").json()["archived_at"] is not None
+    exported = json.loads(client.get(f"{_base(project)}/files/key-decisions.json").content)
+    assert [d["id"] for d in exported] == ["recent"]
+    client.put(f"{_base(project)}/running-summary", json={**summary, "totalFeaturesCompleted": 110})
+    second = client.post(f"{_base(project)}/maintenance").json()
+    assert second["archived"] == {"decisions": 1, "failures": 1, "constraints": 0}
+    assert _list(client, project, "failures") == ["open"]
+    assert set(_list(client, project, "failures", include_archived="true")) == {"fixed", "open"}
+    everything = _list(
+        client, project, "constraints", include_archived="true", include_expired="true"
+    )
+    assert everything == ["gone"]
+
+
+def test_memory_belongs_to_its_tenant_and_goes_with_the_project(client, other_client, project):
+    _put_file(client, project, "key-decisions", golden_bytes("memory-key-decisions.json"))
+    client.put(f"{_base(project)}/running-summary", json={"content": "s"})
+    for url in ("/decisions", "/decisions/dec-001", "/files/key-decisions.json", "/context"):
+        assert_problem(other_client.get(_base(project) + url), 404)
+    counts = client.get(f"/v1/projects/{project}").json()["counts"]
+    assert counts["memory_items"] == 1 and counts["memory_summaries"] == 1
+    assert client.delete(f"/v1/projects/{project}").status_code == 204
+    assert_problem(client.get(f"{_base(project)}/decisions"), 404)
+
+
+def test_file_preconditions(client, project):
+    url = f"{_base(project)}/files/key-decisions.json"
+    raw = golden_bytes("memory-key-decisions.json")
+    assert (
+        _put_file(client, project, "key-decisions", raw, **{"If-None-Match": "*"}).status_code
+        == 200
+    )
+    assert_problem(_put_file(client, project, "key-decisions", raw, **{"If-None-Match": "*"}), 412)
+    etag = client.get(url).headers["etag"]
+    assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+    assert_problem(_put_file(client, project, "key-decisions", b"[]", **{"If-Match": '"x"'}), 412)
+    assert (
+        _put_file(client, project, "key-decisions", b"[]", **{"If-Match": etag}).status_code == 200
+    )
+
+
+def test_delete_an_item(client, project):
+    _post(client, project, "constraints", {"id": "c1", "description": "x"})
+    assert client.delete(f"{_base(project)}/constraints/c1").status_code == 204
+    assert_problem(client.get(f"{_base(project)}/constraints/c1"), 404)
+    assert_problem(client.delete(f"{_base(project)}/constraints/c1"), 404)
+    assert_problem(client.get(f"{_base(project)}/constraints/c%001"), 404)
+    assert_problem(client.get(f"{_base(project)}/constraints/" + "c" * 257), 422)

@@ -1,0 +1,104 @@
+"""The context pack's budget and ranking, without a database."""
+
+import pytest
+
+from app.memory import pack, tokens
+from app.memory.pack import Entry
+
+
+def _decision(n: int, feature: str) -> Entry:
+    document = {
+        "id": f"dec-{n:03d}",
+        "featureId": feature,
+        "decision": f"Decision {n}: use approach {n} for the storage layer and its callers",
+        "rationale": "Because it keeps the service simple " * 3,
+        "impact": ["every module", "the migrations"],
+        "timestamp": 1_000 + n,
+        "category": "architecture",
+    }
+    return Entry(document, feature, 1_000 + n, document["decision"])
+
+
+def _failure(n: int, feature: str, text: str = "the build broke") -> Entry:
+    document = {
+        "id": f"fail-{n:03d}",
+        "featureId": feature,
+        "description": f"Failure {n}: {text}",
+        "rootCause": "a missing default " * 4,
+        "resolution": "added it",
+        "prevention": "always check",
+        "timestamp": 2_000 + n,
+        "severity": "high",
+    }
+    return Entry(document, feature, 2_000 + n, document["description"])
+
+
+def _constraint(n: int) -> Entry:
+    document = {
+        "id": f"con-{n:03d}",
+        "description": f"Constraint {n}: must support Node.js 18+",
+        "reason": "client requirement",
+        "affectedAreas": ["package.json", "CI/CD"],
+        "addedAt": 1,
+        "expiresAt": None,
+        "type": "technical",
+    }
+    return Entry(document, None, 1, document["description"])
+
+
+SUMMARY = "# Project Summary\n\n" + "The project completed feature work on the API. " * 300
+DECISIONS = [_decision(n, "feat-1" if n % 3 == 0 else "feat-2") for n in range(10, 0, -1)]
+FAILURES = [_failure(n, "feat-1" if n < 3 else "feat-9") for n in range(5, 0, -1)]
+CONSTRAINTS = [_constraint(n) for n in range(1, 4)]
+
+
+@pytest.mark.parametrize("budget", [200, 250, 400, 700, 1000, 1500, 2000, 3000, 4000])
+def test_the_pack_never_exceeds_the_budget_and_keeps_every_constraint(budget):
+    built = pack.build("feat-1", SUMMARY, DECISIONS, FAILURES, CONSTRAINTS, budget)
+    assert built.token_count == tokens.count(built.markdown)
+    assert built.token_count <= budget
+    assert built.constraints == CONSTRAINTS
+    for constraint in CONSTRAINTS:
+        assert constraint.document["description"] in built.markdown
+
+
+def test_the_summary_is_truncated_only_after_every_item_is_dropped():
+    built = pack.build("feat-1", SUMMARY, DECISIONS, FAILURES, CONSTRAINTS, 600)
+    assert built.summary_truncated
+    assert built.decisions == [] and built.failures == []
+    assert built.summary and SUMMARY.startswith(built.summary)
+    roomy = pack.build("feat-1", SUMMARY, DECISIONS, FAILURES, CONSTRAINTS, 100_000)
+    assert not roomy.summary_truncated and roomy.summary == SUMMARY
+    assert roomy.dropped == {"decisions": 0, "failures": 0}
+
+
+def test_items_of_other_features_go_first():
+    full = pack.build("feat-1", None, DECISIONS, FAILURES, CONSTRAINTS, 100_000).token_count
+    built = pack.build("feat-1", None, DECISIONS, FAILURES, CONSTRAINTS, full - 1)
+    dropped_decision = set(map(id, DECISIONS)) - set(map(id, built.decisions))
+    assert len(dropped_decision) == 1
+    # The oldest decision of another feature went first.
+    oldest_other = min(
+        (d for d in DECISIONS if d.feature_id != "feat-1"), key=lambda d: d.timestamp
+    )
+    assert oldest_other not in built.decisions
+    for budget in range(300, full, 100):
+        built = pack.build("feat-1", None, DECISIONS, FAILURES, CONSTRAINTS, budget)
+        kept = built.decisions + built.failures
+        own_dropped = any(e not in kept for e in DECISIONS + FAILURES if e.feature_id == "feat-1")
+        other_kept = any(e.feature_id != "feat-1" for e in kept)
+        assert not (own_dropped and other_kept), budget
+
+
+def test_constraints_over_the_budget_are_refused():
+    with pytest.raises(pack.ConstraintsOverBudget) as raised:
+        pack.build(None, SUMMARY, [], [], CONSTRAINTS, 20)
+    assert raised.value.needed > 20
+
+
+def test_failures_rank_by_feature_then_similarity_then_recency():
+    own = _failure(1, "feat-1", "unrelated words")
+    similar = _failure(2, "feat-2", "database migration failed in production")
+    newer = _failure(3, "feat-3", "unrelated words")
+    ranked = pack.rank_failures([newer, similar, own], "feat-1", "database migration")
+    assert ranked == [own, similar, newer]
