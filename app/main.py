@@ -11,6 +11,7 @@ from app.agents.router import router as agents_router
 from app.core.config import Settings
 from app.core.db import create_database
 from app.core.docs import install_docs
+from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
 from app.core.metrics import Metrics, MetricsMiddleware
@@ -78,5 +79,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         minimum_size=settings.gzip_minimum_bytes,
         compresslevel=settings.gzip_level,
     )
+    app.add_middleware(ContentCodingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

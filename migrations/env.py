@@ -9,7 +9,7 @@ from sqlmodel.sql.sqltypes import AutoString
 
 from app import models  # noqa: F401  (registers every table on the metadata)
 from app.core.config import Settings
-from app.core.db import UTCDateTime, ensure_sqlite_directory, metadata
+from app.core.db import SearchableText, UTCDateTime, ensure_sqlite_directory, metadata
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logging", True):
@@ -30,6 +30,8 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
         return f"sa.String(length={obj.length})" if obj.length else "sa.String()"
     if isinstance(obj, UTCDateTime):
         return "sa.DateTime(timezone=True)"
+    if isinstance(obj, SearchableText):
+        return "sa.String()"
     return False
 
 

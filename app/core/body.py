@@ -9,9 +9,12 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Response
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope
 
+from app.core.deps import authenticate, current_principal
 from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
 from app.formats import gzip as gzip_format
 
@@ -101,6 +104,10 @@ RawBody = Annotated[bytes, Depends(_read_raw_body)]
 """The request body, already limited and decompressed, for routes that parse it themselves."""
 
 
+def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
+    return dependant.call is call or any(_depends_on(sub, call) for sub in dependant.dependencies)
+
+
 class ContextStoreRoute(APIRoute):
     """Body limit ``max_body_bytes``; accepts the media types the route documents."""
 
@@ -115,6 +122,7 @@ class ContextStoreRoute(APIRoute):
             self.accepted_media_types = frozenset({JSON_MEDIA_TYPE})
         else:
             self.accepted_media_types = frozenset()
+        self.authenticated = _depends_on(self.dependant, current_principal)
 
     def accepts(self, media_type: str | None) -> bool:
         if media_type is None:
@@ -131,6 +139,10 @@ class ContextStoreRoute(APIRoute):
             limit: int = getattr(request.app.state.settings, setting)
             decoded = DecodedRequest(request.scope, request.receive, limit)
             if self.accepted_media_types and has_body(request):
+                if self.authenticated:
+                    # Who is asking comes first: an anonymous client gets its 401 before the
+                    # server buffers or inflates anything it sent.
+                    await run_in_threadpool(authenticate, decoded)
                 media_type = media_type_of(request)
                 if not self.accepts(media_type):
                     raise UnsupportedMediaType(

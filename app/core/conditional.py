@@ -4,6 +4,7 @@ import hashlib
 
 from fastapi import Request, Response
 
+from app.core.encoding import identity_etag
 from app.core.errors import PreconditionFailed
 
 
@@ -12,7 +13,8 @@ def etag_of(content: bytes) -> str:
 
 
 def _listed_tags(header: str) -> list[str]:
-    return [tag.strip() for tag in header.split(",") if tag.strip()]
+    # A client holding the gzip representation names its tag; it stands for the same version.
+    return [identity_etag(tag.strip()) for tag in header.split(",") if tag.strip()]
 
 
 def _strong_match(header: str, current: str) -> bool:

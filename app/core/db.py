@@ -7,6 +7,7 @@ write lock up front, and wait out other processes with ``busy_timeout``. Reads u
 pool and never block writers (WAL). PostgreSQL needs none of this: both roles share one pool.
 """
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,7 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Engine, Integer, MetaData, create_engine, event
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    String,
+    create_engine,
+    event,
+)
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.types import TypeDecorator
@@ -62,6 +72,32 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class SearchableText(TypeDecorator[str]):
+    """Text copied out of a document into a column that lists filter on.
+
+    The document keeps its exact text; the column only has to find it. PostgreSQL text holds
+    neither NUL nor lone surrogates, so those become U+FFFD here, on the way in and in every
+    comparison (the same rule applies to a filter's value, so a search still matches).
+    """
+
+    impl = String()
+    cache_ok = True
+
+    @property
+    def python_type(self) -> type[str]:
+        return str
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else searchable(value)
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def searchable(text: str) -> str:
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def utcnow() -> datetime:

@@ -47,22 +47,41 @@ _api_key_header = APIKeyHeader(
 )
 
 
+def _presented_key(request: Request) -> str | None:
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return request.headers.get("x-api-key") or None
+
+
+def authenticate(request: Request) -> Principal:
+    """The principal the request acts as (401 without a valid key), looked up once per request:
+    the route class calls this before reading a body, the dependency below reuses it."""
+    cached: Principal | None = getattr(request.state, "principal", None)
+    if cached is not None:
+        return cached
+    if get_settings(request).auth is AuthMode.off:
+        principal = Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES)
+    else:
+        secret = _presented_key(request)
+        if not secret:
+            raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
+        with get_database(request).read_session() as session:
+            found = principal_for(session, secret)
+        if found is None:
+            raise Unauthenticated("The API key is unknown or revoked.")
+        principal = found
+    request.state.principal = principal
+    return principal
+
+
 def current_principal(
     request: Request,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    api_key: Annotated[str | None, Depends(_api_key_header)],
+    # Declared so that OpenAPI (and Swagger UI's "Authorize") shows both ways to send a key.
+    _bearer_scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    _api_key_scheme: Annotated[str | None, Depends(_api_key_header)],
 ) -> Principal:
-    settings = get_settings(request)
-    if settings.auth is AuthMode.off:
-        return Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES)
-    secret = bearer.credentials if bearer is not None else api_key
-    if not secret:
-        raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
-    with get_database(request).read_session() as session:
-        principal = principal_for(session, secret)
-    if principal is None:
-        raise Unauthenticated("The API key is unknown or revoked.")
-    return principal
+    return authenticate(request)
 
 
 def _requires(scope: Scope) -> object:

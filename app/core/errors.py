@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -163,12 +163,21 @@ _STARLETTE_STATUS_PROBLEMS: dict[int, type[Problem]] = {
 }
 
 
+# PostgreSQL's SQLSTATEs for a transaction that lost to another and may simply be retried.
+RETRYABLE_SQLSTATES = {"40001": "serialization failure", "40P01": "deadlock"}
+
+
 def _database_problem(exc: OperationalError | PoolTimeoutError) -> Problem | None:
     """Database errors a client should retry: SQLite's lock, pool exhaustion, lost servers."""
     if isinstance(exc, PoolTimeoutError):
         return ServiceUnavailable("The database is busy; retry shortly.")
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if sqlstate in RETRYABLE_SQLSTATES:
+        return ServiceUnavailable(
+            f"The change lost a race with another ({RETRYABLE_SQLSTATES[sqlstate]}); retry it."
+        )
     message = str(exc.orig).lower() if exc.orig is not None else ""
-    if "locked" in message or "busy" in message:
+    if "database is locked" in message or "database table is locked" in message:
         return ServiceUnavailable("The database is busy; retry shortly.")
     if exc.connection_invalidated or "connection" in message:
         return ServiceUnavailable("The database is unreachable; retry shortly.", 5)
@@ -217,6 +226,18 @@ def install_error_handlers(app: FastAPI) -> None:
         log.warning("database unavailable on %s: %s", request.url.path, exc)
         return problem_response(problem, request)
 
+    async def on_unstorable(request: Request, exc: Exception) -> Response:
+        # Validation should have refused the value first; this is the net under it.
+        assert isinstance(exc, StatementError)
+        if not isinstance(exc, DataError) and not isinstance(
+            exc.orig, UnicodeEncodeError | OverflowError
+        ):
+            return await on_unexpected(request, exc)
+        log.warning("unstorable value on %s: %s", request.url.path, type(exc.orig).__name__)
+        return problem_response(
+            InvalidContent("A value in the request cannot be stored by the database."), request
+        )
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(Problem("An unexpected error occurred."), request)
@@ -228,4 +249,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(IntegrityError, on_integrity)
     app.add_exception_handler(OperationalError, on_database)
     app.add_exception_handler(PoolTimeoutError, on_database)
+    app.add_exception_handler(StatementError, on_unstorable)
     app.add_exception_handler(Exception, on_unexpected)

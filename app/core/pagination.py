@@ -13,7 +13,10 @@ from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
+from app.core.params import INT64_MAX
+from app.formats.timestamps import to_utc
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -48,9 +51,16 @@ def _decode_value(value: Any, expected: type) -> Any:
     if expected is datetime:
         if not isinstance(value, dict) or not isinstance(value.get("dt"), str):
             raise ValueError("expected a timestamp")
-        return datetime.fromisoformat(value["dt"])
+        moment = datetime.fromisoformat(value["dt"])
+        if moment.tzinfo is None or to_utc(moment) is None:
+            raise ValueError("expected a UTC timestamp")
+        return moment
     if not isinstance(value, expected) or isinstance(value, bool):
         raise ValueError(f"expected {expected.__name__}")
+    if expected is int and not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise ValueError("integer out of range")
+    if expected is str and searchable(value) != value:
+        raise ValueError("text a column cannot hold")
     return value
 
 

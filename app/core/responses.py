@@ -7,15 +7,6 @@ from fastapi import Request, Response
 from app.core.conditional import not_modified
 
 
-def accepts_gzip(request: Request) -> bool:
-    for coding in request.headers.get("accept-encoding", "").split(","):
-        name, _, params = coding.strip().partition(";")
-        if name.strip().lower() in ("gzip", "*"):
-            quality = params.strip().removeprefix("q=").strip()
-            return quality not in ("0", "0.0", "0.00", "0.000")
-    return False
-
-
 def document_response(
     request: Request,
     *,
@@ -35,7 +26,8 @@ def document_response(
         "Vary": "Accept-Encoding",
     }
     if gzipped:
-        if accepts_gzip(request):
+        # ContentCodingMiddleware has reduced Accept-Encoding to "gzip" or nothing.
+        if request.headers.get("accept-encoding") == "gzip":
             headers["Content-Encoding"] = "gzip"
         else:
             content = gzip.decompress(content)

@@ -5,14 +5,14 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.core.identifiers import IDENTIFIER_PATTERN
 from app.features.breaker import OUTCOMES
-from app.formats import feature_context
+from app.formats import feature_context, timestamps
 
 # Agent names become indexed columns: bounded, and without NUL (PostgreSQL text cannot hold it).
 AgentName = Annotated[str, Field(max_length=feature_context.MAX_AGENT_NAME, pattern=r"^[^\x00]*$")]
 
 
 def _iso_timestamp(value: str | None) -> str | None:
-    if value is not None and feature_context.parse_timestamp(value) is None:
+    if value is not None and timestamps.parse_iso8601(value) is None:
         raise ValueError("must be an ISO 8601 timestamp")
     return value
 

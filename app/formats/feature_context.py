@@ -17,6 +17,7 @@ from typing import Any
 
 from app.formats import jsondoc
 from app.formats.errors import InvalidDocument
+from app.formats.timestamps import parse_iso8601
 
 FILENAME = "context.json"
 # The documented phases and their template budgets; other phases exist only if a file has them.
@@ -33,17 +34,6 @@ INT64_MAX = 2**63 - 1
 def tool_timestamp(moment: datetime) -> str:
     """A timestamp as the tool writes it: ``isoformat()`` of an aware UTC datetime."""
     return moment.astimezone(UTC).isoformat()
-
-
-def parse_timestamp(value: Any) -> datetime | None:
-    """ISO 8601 (``Z`` or an offset); a time without a zone is taken as UTC."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def phase_tracking(max_attempts: int) -> dict[str, Any]:
@@ -138,7 +128,7 @@ def _is_agent_name(value: Any) -> bool:
 
 
 def _is_timestamp(value: Any) -> bool:
-    return parse_timestamp(value) is not None
+    return parse_iso8601(value) is not None
 
 
 def _one_of(*allowed: str) -> Check:
@@ -302,7 +292,7 @@ class Handover:
 
 
 def handover(position: int, note: dict[str, Any]) -> Handover:
-    timestamp = parse_timestamp(note["timestamp"])
+    timestamp = parse_iso8601(note["timestamp"])
     assert timestamp is not None, "handover() takes a note that check() has accepted"
     return Handover(position, timestamp, note["from_agent"], note["to_agent"], note)
 

@@ -4,7 +4,7 @@ import json
 import math
 from typing import Any
 
-from app.formats.errors import MalformedDocument
+from app.formats.errors import InvalidDocument, MalformedDocument
 
 
 def _refuse_constant(name: str) -> Any:
@@ -19,18 +19,48 @@ def _finite_float(text: str) -> float:
     return value
 
 
+# Deeper documents are refused: every writer here (json.dumps, the Go-style renderer) recurses
+# once per level, and real agent state is a handful of levels deep.
+MAX_DEPTH = 256
+
+
+def _depth_exceeds(document: Any, limit: int) -> bool:
+    """Whether containers nest more than ``limit`` deep; iterative, so any depth is safe."""
+    pending = [(document, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > limit:
+                return True
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _too_deep() -> InvalidDocument:
+    return InvalidDocument(
+        f"The document nests more than {MAX_DEPTH} levels deep.", [("", "nested too deeply")]
+    )
+
+
 def load(raw: bytes) -> Any:
-    """Parse strict JSON: UTF-8 (a BOM allowed), no NaN or Infinity. Key order is kept."""
+    """Parse strict JSON: UTF-8 (a BOM allowed), no NaN or Infinity, at most ``MAX_DEPTH``
+    levels of nesting. Key order is kept."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        document = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except RecursionError as exc:
+        raise _too_deep() from exc
     except UnicodeDecodeError as exc:
         raise MalformedDocument("The body is not valid UTF-8.") from exc
     except json.JSONDecodeError as exc:
         raise MalformedDocument(
             f"The body is not well-formed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
         ) from exc
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise MalformedDocument(f"The body is not acceptable JSON: {exc}.") from exc
+    if _depth_exceeds(document, MAX_DEPTH):
+        raise _too_deep()
+    return document
 
 
 def dumps_indent2(document: Any) -> bytes:

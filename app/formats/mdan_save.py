@@ -14,6 +14,7 @@ from typing import Any
 
 from app.formats import jsondoc
 from app.formats.errors import InvalidDocument
+from app.formats.timestamps import parse_iso8601
 
 VERSION = "1.0"
 PHASE_STATUSES = ("pending", "in_progress", "complete", "failed")
@@ -65,7 +66,9 @@ def _token_percentage(doc: dict[str, Any], _now: datetime) -> float:
     usage = (doc.get("context") or {}).get("token_usage") or {}
     total, limit = usage.get("total"), usage.get("limit")
     if _is_number(total) and _is_number(limit) and limit:
-        return round(total / limit, 4)
+        percentage = round(total / limit, 4)
+        if math.isfinite(percentage):
+            return percentage
     return 0.0
 
 
@@ -159,23 +162,12 @@ def _is_number(value: Any) -> bool:
     return _is_integer(value)
 
 
-def parse_timestamp(value: Any) -> datetime | None:
-    """ISO 8601 as the saves write it; a time without a zone is taken as UTC."""
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
 def _valid(spec: Spec, value: Any) -> bool:
     match spec.kind:
         case "string":
             return isinstance(value, str)
         case "timestamp":
-            return parse_timestamp(value) is not None
+            return parse_iso8601(value) is not None
         case "number":
             return _is_number(value)
         case "integer":
@@ -281,7 +273,7 @@ def filename_for(timestamp: datetime) -> str:
 
 
 def summarize(document: dict[str, Any]) -> Summary:
-    timestamp = parse_timestamp(document["timestamp"])
+    timestamp = parse_iso8601(document["timestamp"])
     assert timestamp is not None, "summarize() takes a document that parse() has checked"
     usage = document["context"]["token_usage"]
     metadata = document["metadata"]

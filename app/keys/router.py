@@ -1,4 +1,6 @@
-from fastapi import APIRouter, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Response
 
 from app.core.body import ContextStoreRoute
 from app.core.deps import Admin, ReadSession, WriteSession
@@ -6,6 +8,8 @@ from app.core.pagination import Cursor, Limit, Page
 from app.keys import service
 from app.keys.models import ApiKey
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
+
+KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="The key's id.")]
 
 router = APIRouter(prefix="/v1/admin/keys", tags=["admin"], route_class=ContextStoreRoute)
 
@@ -42,7 +46,7 @@ def list_keys(
 
 
 @router.delete("/{key_id}", status_code=204, response_class=Response)
-def revoke_key(key_id: str, session: WriteSession, principal: Admin) -> Response:
+def revoke_key(key_id: KeyId, session: WriteSession, principal: Admin) -> Response:
     """Revoke a key: it stops working at once. The record stays for the audit trail."""
     service.revoke_key(session, principal.tenant, key_id)
     return Response(status_code=204)

@@ -2,12 +2,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.core.params import StorableStr
 from app.core.security import Scope
 
 
 class ApiKeyCreate(BaseModel):
     scopes: list[Scope] = Field(min_length=1, examples=[["read", "write"]])
-    name: str | None = Field(default=None, max_length=200, description="A label for people.")
+    name: StorableStr | None = Field(
+        default=None, max_length=200, description="A label for people."
+    )
 
 
 class ApiKeyPublic(BaseModel):

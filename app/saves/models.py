@@ -3,7 +3,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary
 from sqlmodel import Field, SQLModel
 
-from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.core.db import BigIntPK, SearchableText, UTCDateTime, utcnow
 from app.projects.models import project_id_column
 
 
@@ -22,8 +22,8 @@ class Save(SQLModel, table=True):
     project_id: int = Field(sa_column=project_id_column())
     timestamp: datetime = Field(sa_type=UTCDateTime)
     filename: str = Field(max_length=64)
-    project_name: str
-    current_phase: str
+    project_name: str = Field(sa_type=SearchableText)
+    current_phase: str = Field(sa_type=SearchableText)
     all_phases_complete: bool
     token_total: float
     token_limit: float
@@ -49,5 +49,5 @@ class SavePhaseStatus(SQLModel, table=True):
             ForeignKey("saves.id", ondelete="CASCADE"), primary_key=True, nullable=False
         )
     )
-    phase: str = Field(primary_key=True)
+    phase: str = Field(primary_key=True, sa_type=SearchableText)
     status: str

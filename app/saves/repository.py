@@ -3,6 +3,7 @@ from datetime import datetime
 from sqlalchemy import delete, func
 from sqlmodel import Session, col, select
 
+from app.core.db import searchable
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
 
@@ -17,9 +18,11 @@ class SaveRepository:
         self.session.add(save)
         self.session.flush()
         assert save.id is not None
+        # Keyed as stored: names that differ only in unstorable characters become one row.
+        rows = {searchable(phase): status for phase, status in phase_statuses.items()}
         self.session.add_all(
             SavePhaseStatus(save_id=save.id, phase=phase, status=status)
-            for phase, status in phase_statuses.items()
+            for phase, status in rows.items()
         )
         self.session.flush()
         return save

@@ -1,4 +1,3 @@
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -11,6 +10,7 @@ from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
+from app.core.params import RowId, UTCInstant
 from app.core.responses import document_response
 from app.formats.gzip import is_gzip
 from app.saves import service
@@ -27,12 +27,6 @@ SAVE_FILE = {
     },
     304: {"description": "Unchanged (If-None-Match)."},
 }
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 @bulk_router.post(
@@ -52,18 +46,20 @@ def import_save(
     """Import one save file: JSON, gzip-encoded JSON (`Content-Encoding: gzip`) or a
     `.json.gz` file as the body. Missing or invalid fields get their documented default and a
     warning; secrets are redacted before storage and counted by kind."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
     settings = get_settings(request)
     if is_gzip(raw):
         raw = decompress_body(raw, settings.max_bulk_body_bytes)
-    receipt = service.import_save(
-        session, principal.tenant, project, raw, auto_prune=settings.saves_auto_prune
+    # The slow, pure part first: the database (SQLite's single writer) is not held meanwhile.
+    prepared = service.prepare_save(raw)
+    if (replayed := idempotency.replay()) is not None:
+        return replayed
+    stored = service.store_save(
+        session, principal.tenant, project, prepared, auto_prune=settings.saves_auto_prune
     )
     response = FastJSONResponse(
-        receipt.model_dump(mode="json"),
+        stored.receipt.model_dump(mode="json"),
         status_code=201,
-        headers={"Location": f"{request.url.path}/{receipt.id}"},
+        headers={"Location": f"{request.url.path}/{stored.receipt.id}", "ETag": stored.etag},
     )
     return idempotency.record(response)
 
@@ -77,10 +73,10 @@ def list_saves(
         str | None, Query(description="Only saves whose `phases.current` is this.")
     ] = None,
     since: Annotated[
-        datetime | None, Query(description="Saves with `timestamp` at or after.")
+        UTCInstant | None, Query(description="Saves with `timestamp` at or after.")
     ] = None,
     until: Annotated[
-        datetime | None, Query(description="Saves with `timestamp` at or before.")
+        UTCInstant | None, Query(description="Saves with `timestamp` at or before.")
     ] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
@@ -91,8 +87,8 @@ def list_saves(
         principal.tenant,
         project,
         phase=phase,
-        since=_utc(since),
-        until=_utc(until),
+        since=since,
+        until=until,
         cursor=cursor,
         limit=limit,
     )
@@ -122,7 +118,7 @@ def latest_save(
 
 @router.get("/saves/{save_id}", response_class=Response, responses=SAVE_FILE)
 def export_save(
-    project: ProjectName, save_id: int, request: Request, session: ReadSession, principal: Reader
+    project: ProjectName, save_id: RowId, request: Request, session: ReadSession, principal: Reader
 ) -> Response:
     """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
     it is sent compressed."""
@@ -139,7 +135,7 @@ class ResumeResult(BaseModel):
 @router.post("/saves/{save_id}/resume", response_model=ResumeResult)
 def resume_save(
     project: ProjectName,
-    save_id: int,
+    save_id: RowId,
     request: Request,
     session: WriteSession,
     principal: Writer,
@@ -171,7 +167,7 @@ def resume_save(
 @router.delete("/saves/{save_id}", status_code=204, response_class=Response)
 def delete_save(
     project: ProjectName,
-    save_id: int,
+    save_id: RowId,
     request: Request,
     session: WriteSession,
     principal: Writer,

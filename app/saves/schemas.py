@@ -2,6 +2,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from app.core.params import INT64_MAX
+
 
 class SaveWarning(BaseModel):
     path: str = Field(description="JSON Pointer to the field that was missing or invalid.")
@@ -33,7 +35,9 @@ class SaveSummary(BaseModel):
 
 
 class PruneRequest(BaseModel):
-    keep_latest: int = Field(ge=0, description="How many of the newest saves to keep.")
+    keep_latest: int = Field(
+        ge=0, le=INT64_MAX, description="How many of the newest saves to keep."
+    )
 
 
 class PruneResult(BaseModel):

@@ -12,7 +12,7 @@ from app.core.conditional import etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import jsondoc, mdan_save
-from app.projects.service import project_id, touch_project
+from app.projects.service import project_id, touch_existing_project, touch_project
 from app.saves.models import Save
 from app.saves.redaction import redact_save
 from app.saves.repository import SaveRepository
@@ -34,10 +34,39 @@ class SaveFile:
     gzipped: bool
 
 
-def _store_content(save: Save, document: dict[str, Any]) -> None:
-    """Render the document and set every column derived from it."""
+@dataclass(frozen=True)
+class PreparedSave:
+    """A save file checked, redacted and rendered: everything that needs no database."""
+
+    document: dict[str, Any]
+    warnings: list[mdan_save.FieldWarning]
+    redactions: dict[str, int]
+    summary: mdan_save.Summary
+    content: bytes
+    stored: bytes
+    gzipped: bool
+
+
+def _render(document: dict[str, Any]) -> tuple[mdan_save.Summary, bytes, bytes, bool]:
     summary = mdan_save.summarize(document)
     content = mdan_save.render(document)
+    gzipped = len(content) > COMPRESS_OVER_BYTES
+    stored = gzip.compress(content, STORAGE_GZIP_LEVEL, mtime=0) if gzipped else content
+    return summary, content, stored, gzipped
+
+
+def prepare_save(raw: bytes) -> PreparedSave:
+    """Parse with defaults and warnings, redact, render and compress. Pure and slow on large
+    files, so it runs before the request takes any database lock."""
+    document, warnings = mdan_save.parse(raw, utcnow())
+    redactions = redact_save(document)
+    summary, content, stored, gzipped = _render(document)
+    return PreparedSave(document, warnings, redactions, summary, content, stored, gzipped)
+
+
+def _set_columns(
+    save: Save, summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
+) -> None:
     save.timestamp = summary.timestamp
     save.filename = summary.filename
     save.project_name = summary.project_name
@@ -50,41 +79,41 @@ def _store_content(save: Save, document: dict[str, Any]) -> None:
     save.resume_count = summary.resume_count
     save.size_bytes = len(content)
     save.etag = etag_of(content)
-    save.content_gzipped = len(content) > COMPRESS_OVER_BYTES
-    save.content = (
-        gzip.compress(content, STORAGE_GZIP_LEVEL, mtime=0) if save.content_gzipped else content
-    )
+    save.content = stored
+    save.content_gzipped = gzipped
 
 
 def _file_bytes(save: Save) -> bytes:
     return gzip.decompress(save.content) if save.content_gzipped else save.content
 
 
-def import_save(
-    session: Session, tenant: str, project: str, raw: bytes, *, auto_prune: bool
-) -> SaveReceipt:
-    document, warnings = mdan_save.parse(raw, utcnow())
-    redactions = redact_save(document)
+@dataclass(frozen=True)
+class Stored:
+    receipt: SaveReceipt
+    etag: str
+
+
+def store_save(
+    session: Session, tenant: str, project: str, prepared: PreparedSave, *, auto_prune: bool
+) -> Stored:
     repository = SaveRepository(session)
     save = Save(project_id=touch_project(session, tenant, project))
-    _store_content(save, document)
-    repository.add(save, mdan_save.summarize(document).phase_statuses)
+    _set_columns(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
+    repository.add(save, prepared.summary.phase_statuses)
     assert save.id is not None
     # Seed 000: "Delete old saves after successful completion".
-    pruned = (
-        repository.delete_older(save.project_id, save)
-        if (auto_prune and save.all_phases_complete)
-        else 0
-    )
-    return SaveReceipt(
+    completed = auto_prune and save.all_phases_complete
+    pruned = repository.delete_older(save.project_id, save) if completed else 0
+    receipt = SaveReceipt(
         id=save.id,
         filename=save.filename,
-        timestamp=document["timestamp"],
+        timestamp=prepared.document["timestamp"],
         size_bytes=save.size_bytes,
-        warnings=[SaveWarning(path=w.path, message=w.message) for w in warnings],
-        redactions=redactions,
+        warnings=[SaveWarning(path=w.path, message=w.message) for w in prepared.warnings],
+        redactions=prepared.redactions,
         pruned=pruned,
     )
+    return Stored(receipt=receipt, etag=save.etag)
 
 
 def _not_found(save_id: int | str) -> NotFound:
@@ -157,6 +186,7 @@ def resume(
     precondition: Callable[[str], None],
 ) -> Resumed:
     """Seed 000's resume process: check the version, count the resume, name the phase."""
+    touch_existing_project(session, tenant, project)
     save = _find(session, tenant, project, save_id, for_update=True)
     precondition(save.etag)
     document = jsondoc.load(_file_bytes(save))
@@ -168,10 +198,8 @@ def resume(
     if document["metadata"]["resume_count"] >= mdan_save.INT64.stop - 1:
         raise Conflict("metadata.resume_count is at its largest value; it cannot grow.")
     document["metadata"]["resume_count"] += 1
-    _store_content(save, document)
-    repository = SaveRepository(session)
-    repository.update(save)
-    touch_project(session, tenant, project)
+    _set_columns(save, *_render(document))
+    SaveRepository(session).update(save)
     assert save.id is not None
     return Resumed(
         save_id=save.id,
@@ -189,10 +217,10 @@ def delete_save(
     save_id: int,
     precondition: Callable[[str], None],
 ) -> None:
+    touch_existing_project(session, tenant, project)
     save = _find(session, tenant, project, save_id, for_update=True)
     precondition(save.etag)
     SaveRepository(session).delete(save)
-    touch_project(session, tenant, project)
 
 
 def prune(session: Session, tenant: str, project: str, keep_latest: int) -> int:

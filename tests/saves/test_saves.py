@@ -262,6 +262,7 @@ def test_a_large_save_is_stored_compressed_and_round_trips(client, engine, proje
         ).one()
     assert stored.content_gzipped and stored.n < len(expected) // 2
     plain = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers
     assert plain.content == expected
     zipped = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "gzip"})
     assert zipped.headers["content-encoding"] == "gzip" and zipped.content == expected

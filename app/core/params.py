@@ -1,0 +1,39 @@
+"""Request values with the ranges the database can hold, checked where they come in (422)."""
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import Path
+from pydantic import AfterValidator, BeforeValidator
+
+from app.formats.timestamps import to_utc
+
+INT64_MAX = 2**63 - 1
+
+RowId = Annotated[int, Path(ge=1, le=INT64_MAX, description="A numeric id.")]
+
+
+def _utc_instant(moment: datetime) -> datetime:
+    converted = to_utc(moment)
+    if converted is None:
+        raise ValueError("the instant is outside the range of UTC timestamps")
+    return converted
+
+
+UTCInstant = Annotated[datetime, AfterValidator(_utc_instant)]
+"""An ISO 8601 date-time in a query; one without a zone is UTC."""
+
+
+def storable(text: str) -> str:
+    """Refuse what a database text column cannot hold: NUL, and lone surrogates (not UTF-8)."""
+    if "\x00" in text:
+        raise ValueError("must not contain the NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("must be valid Unicode (no lone surrogates)") from exc
+    return text
+
+
+StorableStr = Annotated[str, BeforeValidator(lambda v: storable(v) if isinstance(v, str) else v)]
+"""A request string that ends up in a text column."""

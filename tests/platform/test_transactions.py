@@ -1,0 +1,70 @@
+"""One transaction per request, committed before the response; concurrent writers lose nothing."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
+
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, import_save, seed_save
+
+
+def test_a_commit_that_fails_is_the_response(app, client, project, monkeypatch):
+    """Were the commit after the response, the client would see 201 for nothing stored."""
+    import_save(client, project, seed_save())
+
+    def failing_commit(self: Session) -> None:
+        raise OperationalError("COMMIT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(Session, "commit", failing_commit)
+    assert_problem(import_save(client, project, seed_save()), 503)
+    monkeypatch.undo()
+    assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
+
+
+def _clients(app, tenant: str, count: int):
+    key = create_key(app, tenant)
+    return [client_for(app, key) for _ in range(count)]
+
+
+def test_concurrent_resumes_lose_no_count(app, client, tenant, project):
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    url = f"/v1/projects/{project}/saves/{save_id}/resume"
+    clients = _clients(app, tenant, 8)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(lambda i: clients[i % 8].post(url).status_code, range(24)))
+    assert statuses == [200] * 24
+    assert client.get(f"/v1/projects/{project}/saves").json()["items"][0]["resume_count"] == 24
+
+
+def test_concurrent_retries_with_one_key_store_once(app, client, tenant, project):
+    clients = _clients(app, tenant, 8)
+    headers = {"Idempotency-Key": "same-for-all"}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        responses = list(
+            pool.map(lambda c: import_save(c, project, seed_save(), headers=headers), clients)
+        )
+    assert {r.status_code for r in responses} == {201}
+    assert len({r.content for r in responses}) == 1
+    assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_a_completing_import_racing_a_resume_never_fails_the_server(
+    app, client, tenant, project, round_
+):
+    """Both take the project's lock first, so neither waits on the other in reverse order."""
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    done = seed_save()
+    done["timestamp"] = "2030-01-01T00:00:00Z"
+    done["phases"]["status"] = dict.fromkeys(done["phases"]["status"], "complete")
+    resumer, importer = _clients(app, tenant, 2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        resumed = pool.submit(
+            lambda: resumer.post(f"/v1/projects/{project}/saves/{save_id}/resume")
+        )
+        imported = pool.submit(lambda: import_save(importer, project, done))
+    assert resumed.result().status_code in (200, 404)
+    assert imported.result().status_code == 201
+    assert imported.result().json()["pruned"] == 1
