@@ -101,12 +101,12 @@ def delete_snapshot(
     session: Session, tenant: str, project: str, agent: str, precondition: Precondition
 ) -> None:
     repository = SnapshotRepository(session)
-    snapshot = repository.get(project_id(session, tenant, project), agent, for_update=True)
+    # The project's row first, as on every write (see touch_project); a 404 rolls it back.
+    snapshot = repository.get(touch_project(session, tenant, project), agent, for_update=True)
     if snapshot is None:
         raise _not_found(agent)
     precondition(snapshot.etag)
     repository.delete(snapshot)
-    touch_project(session, tenant, project)
 
 
 def append_memory(

@@ -123,7 +123,9 @@ def put(
 def _locked(
     session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
 ) -> tuple[FeatureContext, dict[str, Any]]:
-    """The context, locked for this transaction, after its If-Match check, and its document."""
+    """The context, locked for this transaction, after its If-Match check, and its document.
+    The project's row is locked first, as on every write (see ``touch_project``)."""
+    touch_project(session, tenant, project)
     context = _find(session, tenant, project, feature_id, for_update=True)
     precondition(context.etag)
     return context, _document(context)
@@ -162,10 +164,8 @@ def patch(
 def delete(
     session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
 ) -> None:
-    context = _find(session, tenant, project, feature_id, for_update=True)
-    precondition(context.etag)
+    context, _ = _locked(session, tenant, project, feature_id, precondition)
     FeatureRepository(session).delete(context)
-    touch_project(session, tenant, project)
 
 
 def list_features(

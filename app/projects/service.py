@@ -14,21 +14,12 @@ from app.projects.schemas import ProjectPublic
 
 
 def touch_project(session: Session, tenant: str, name: str) -> int:
-    """Every write that may create calls this first: creates the project if needed, records
+    """Every write calls this first: creates the project if needed, records
     the write, returns its id. It also locks the project's row until commit, and every write
     takes that lock before any other, so that two writes never wait on each other's locks in
-    opposite orders (a deadlock on PostgreSQL)."""
+    opposite orders (a deadlock on PostgreSQL). A write that then fails (a 404 for what it was
+    to change) rolls back, the project it would have created included."""
     return ProjectRepository(session).touch(tenant, name, utcnow())
-
-
-def touch_existing_project(session: Session, tenant: str, name: str) -> int:
-    """``touch_project`` for writes that change what exists (resume, delete, prune): 404
-    rather than create a project."""
-    repository = ProjectRepository(session)
-    project = repository.get(tenant, name, for_update=True)
-    if project is None or project.id is None:
-        raise _not_found(name)
-    return repository.touch(tenant, name, utcnow())
 
 
 def _not_found(name: str) -> NotFound:

@@ -12,7 +12,7 @@ from app.core.conditional import etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import jsondoc, mdan_save
-from app.projects.service import project_id, touch_existing_project, touch_project
+from app.projects.service import project_id, touch_project
 from app.saves.models import Save
 from app.saves.redaction import redact_save
 from app.saves.repository import SaveRepository
@@ -186,7 +186,7 @@ def resume(
     precondition: Callable[[str], None],
 ) -> Resumed:
     """Seed 000's resume process: check the version, count the resume, name the phase."""
-    touch_existing_project(session, tenant, project)
+    touch_project(session, tenant, project)
     save = _find(session, tenant, project, save_id, for_update=True)
     precondition(save.etag)
     document = jsondoc.load(_file_bytes(save))
@@ -217,7 +217,7 @@ def delete_save(
     save_id: int,
     precondition: Callable[[str], None],
 ) -> None:
-    touch_existing_project(session, tenant, project)
+    touch_project(session, tenant, project)
     save = _find(session, tenant, project, save_id, for_update=True)
     precondition(save.etag)
     SaveRepository(session).delete(save)
