@@ -8,6 +8,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app import models  # noqa: F401  (every table registered before anything queries)
 from app.agents.router import router as agents_router
+from app.archive.router import router as archive_router
 from app.core.config import Settings
 from app.core.db import create_database
 from app.core.docs import install_docs
@@ -69,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runs_router,
         features_router,
         memory_router,
+        archive_router,
         keys_router,
     ):
         app.include_router(router)

@@ -1,6 +1,8 @@
 """Assertions and builders the tests share."""
 
+import io
 import json
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -42,3 +44,50 @@ def import_save(client: httpx.Client, project: str, document: Any, **kwargs: Any
     content = document if isinstance(document, bytes) else python_indent2(document)
     headers = {"Content-Type": "application/json", **kwargs.pop("headers", {})}
     return client.post(f"/v1/projects/{project}/saves", content=content, headers=headers, **kwargs)
+
+
+def workspace_files() -> dict[str, bytes]:
+    """One file of every kind the project archive carries, by its path in the tools' layout,
+    each as its tool writes it (the golden files)."""
+    snapshot = golden_bytes("autobyteus/working_context_snapshot.json")
+    agent = json.loads(snapshot)["agent_id"]
+    context = golden_bytes("sdd-context-tool-written.json")
+    feature = json.loads(context)["feature_id"]
+    return {
+        "mdan/mdan-save-1705314225.json": python_indent2(seed_save()),
+        f"memory/agents/{agent}/working_context_snapshot.json": snapshot,
+        f"memory/agents/{agent}/raw_traces.jsonl": golden_bytes("autobyteus/raw_traces.jsonl"),
+        f"memory/agents/{agent}/episodic.jsonl": golden_bytes("autobyteus/episodic.jsonl"),
+        f"memory/agents/{agent}/semantic.jsonl": golden_bytes("autobyteus/semantic.jsonl"),
+        ".atari/state.json": golden_bytes("atari-state-v2.json"),
+        ".atari/state.json.backup": b'{"version": 0, "not": "readable by atari"',
+        ".atari/runs/nightly/state.json": golden_bytes("atari-state-v2.json"),
+        f"features/{feature}/context.json": context,
+        ".autonomous/context/running-summary.json": golden_bytes("memory-running-summary.json"),
+        ".autonomous/context/key-decisions.json": golden_bytes("memory-key-decisions.json"),
+        ".autonomous/context/failure-memory.json": golden_bytes("memory-failure-memory.snake.json"),
+        ".autonomous/context/active-constraints.json": golden_bytes(
+            "memory-active-constraints.json"
+        ),
+    }
+
+
+def tar_gz(members: dict[str, bytes]) -> bytes:
+    """A .tar.gz as the tar tool makes one (tarfile itself, not the service's writer)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, content in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def untar(archive: bytes) -> dict[str, bytes]:
+    """The regular files of a .tar.gz, by name, in order."""
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        return {
+            member.name: tar.extractfile(member).read()  # type: ignore[union-attr]
+            for member in tar
+            if member.isreg()
+        }

@@ -138,6 +138,16 @@ def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes
     )
 
 
+def put_backup(session: Session, tenant: str, project: str, run: str, raw: bytes) -> RunSummary:
+    """Set a run's backup to these bytes, verbatim, as a ``state.json.backup`` beside its
+    ``state.json`` on disk (the project archive's import). The run must have a state."""
+    repository, row = _lock_existing(session, tenant, project, run, lambda _etag: None)
+    row.backup = raw
+    row.backup_etag = etag_of(raw)
+    row.modified_at = utcnow()
+    return summary(repository.save(row))
+
+
 def get_file(session: Session, tenant: str, project: str, run: str) -> RunFile:
     row = _find(session, tenant, project, run)
     return RunFile(etag=row.etag, content=row.content)

@@ -1,0 +1,45 @@
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from app.archive.layout import Kind
+
+
+class ImportedMember(BaseModel):
+    path: str = Field(description="The member's path in the archive.")
+    kind: Kind
+    status: int = Field(description="The status the member's own import route answers.")
+    action: str = Field(
+        description="`created`, `replaced`, `appended` or `unchanged`; for run state, what "
+        "atari's load did: `stored`, `migrated` or `reset`."
+    )
+    result: dict[str, Any] = Field(description="The body the member's own import route answers.")
+
+
+class MemberWarning(BaseModel):
+    path: str = Field(description="The member's path in the archive.")
+    pointer: str = Field(description="JSON Pointer into the member's document.")
+    message: str
+
+
+class RefusedMember(BaseModel):
+    """The problem the member's own import route would have answered."""
+
+    path: str = Field(description="The member's path in the archive.")
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, str]] = Field(default_factory=list)
+
+
+class SkippedMember(BaseModel):
+    path: str = Field(description="The member's path in the archive.")
+    reason: str
+
+
+class ArchiveReport(BaseModel):
+    imported: list[ImportedMember] = Field(default_factory=list)
+    warnings: list[MemberWarning] = Field(default_factory=list)
+    refused: list[RefusedMember] = Field(default_factory=list)
+    skipped: list[SkippedMember] = Field(default_factory=list)

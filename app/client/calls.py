@@ -1,0 +1,77 @@
+"""One request to the service, described once for the sync and the async client alike."""
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file as an export route answers it: its exact bytes and what describes them."""
+
+    content: bytes
+    etag: str | None
+    filename: str | None
+    media_type: str | None
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | Iterable[bytes] | None = None
+    json: Any = None
+
+    def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        params = {name: _param(value) for name, value in self.params.items() if value is not None}
+        headers = {name: value for name, value in self.headers.items() if value is not None}
+        if self.json is not None:
+            return client.build_request(
+                self.method, self.path, params=params, headers=headers, json=self.json
+            )
+        return client.build_request(
+            self.method, self.path, params=params, headers=headers, content=self.content
+        )
+
+
+def _param(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value
+
+
+def model(type_: Any) -> Callable[[httpx.Response], Any]:
+    """Parse the JSON body as ``type_`` (a pydantic model, or any type pydantic knows)."""
+    if isinstance(type_, type) and issubclass(type_, BaseModel):
+        return lambda response: type_.model_validate_json(response.content)
+    adapter: TypeAdapter[Any] = TypeAdapter(type_)
+    return lambda response: adapter.validate_json(response.content)
+
+
+def document(response: httpx.Response) -> Document:
+    disposition = response.headers.get("content-disposition", "")
+    _, _, filename = disposition.partition('filename="')
+    return Document(
+        content=response.content,
+        etag=response.headers.get("etag"),
+        filename=filename.rstrip('"') or None,
+        media_type=response.headers.get("content-type"),
+    )
+
+
+def nothing(_response: httpx.Response) -> None:
+    return None
+
+
+def text(response: httpx.Response) -> str:
+    return response.text

@@ -1,0 +1,46 @@
+"""Routes are written once, as functions that describe a ``Call``; this descriptor turns each
+into a method of both clients: it returns the parsed result on ``ContextStoreClient`` and an
+awaitable of it on ``AsyncContextStoreClient``."""
+
+import functools
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+
+from app.client.calls import Call
+
+if TYPE_CHECKING:
+    from app.client.client import AsyncContextStoreClient, ContextStoreClient
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class Endpoint(Generic[P, T]):
+    def __init__(self, build: Callable[Concatenate[Any, P], Call[T]]) -> None:
+        self.build = build
+        functools.update_wrapper(self, build)  # type: ignore[arg-type]
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> "Endpoint[P, T]": ...
+
+    @overload
+    def __get__(
+        self, instance: "AsyncContextStoreClient", owner: type
+    ) -> Callable[P, Awaitable[T]]: ...
+
+    @overload
+    def __get__(self, instance: "ContextStoreClient", owner: type) -> Callable[P, T]: ...
+
+    def __get__(self, instance: Any, owner: type) -> Any:
+        if instance is None:
+            return self
+
+        @functools.wraps(self.build)
+        def bound(*args: P.args, **kwargs: P.kwargs) -> Any:
+            return instance.execute(self.build(instance, *args, **kwargs))
+
+        return bound
+
+
+def endpoint(build: Callable[Concatenate[Any, P], Call[T]]) -> Endpoint[P, T]:
+    return Endpoint(build)

@@ -1,0 +1,665 @@
+"""Every route of the service, once: each method describes its request and how to read the
+answer. ``ContextStoreClient`` and ``AsyncContextStoreClient`` both inherit these."""
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import quote
+
+from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
+from app.archive.schemas import ArchiveReport
+from app.client.calls import Call, Document, document, model, nothing, text
+from app.client.endpoint import endpoint
+from app.core.pagination import Page
+from app.features.schemas import BreakerChange, FeatureSummary, HandoverAppended, HandoverItem
+from app.formats.agent_memory import NDJSON_MEDIA_TYPE
+from app.formats.archive import MEDIA_TYPE as ARCHIVE_MEDIA_TYPE
+from app.formats.gzip import is_gzip
+from app.health.router import Health, Readiness
+from app.keys.schemas import ApiKeyCreated, ApiKeyPublic
+from app.memory.schemas import (
+    ContextPack,
+    FileReceipt,
+    ItemCreated,
+    MaintenanceResult,
+    MemoryItemPublic,
+    SummaryReceipt,
+)
+from app.projects.schemas import ProjectPublic
+from app.runs.schemas import IterationResult, LoadResult, RunSummary, StateReceipt
+from app.saves.router import ResumeResult
+from app.saves.schemas import PruneResult, SaveReceipt, SaveSummary
+
+JSON = "application/json"
+MemoryItemKind = Literal["decisions", "failures", "constraints"]
+MemoryFileName = Literal[
+    "running-summary.json", "key-decisions.json", "failure-memory.json", "active-constraints.json"
+]
+Style = Literal["camel", "snake"]
+
+
+def _project(project: str) -> str:
+    return f"/v1/projects/{project}"
+
+
+def _conditions(
+    if_match: str | None = None, if_none_match: str | None = None
+) -> dict[str, str | None]:
+    return {"If-Match": if_match, "If-None-Match": if_none_match}
+
+
+def _body(content: bytes, media_type: str = JSON, **headers: str | None) -> dict[str, Any]:
+    return {"content": content, "headers": {"Content-Type": media_type, **headers}}
+
+
+class Routes:
+    # Operations.
+
+    @endpoint
+    def healthz(self) -> Call[Health]:
+        return Call("GET", "/healthz", model(Health))
+
+    @endpoint
+    def readyz(self) -> Call[Readiness]:
+        return Call("GET", "/readyz", model(Readiness))
+
+    @endpoint
+    def metrics(self) -> Call[str]:
+        return Call("GET", "/metrics", text)
+
+    # Projects.
+
+    @endpoint
+    def list_projects(
+        self, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[Page[ProjectPublic]]:
+        params = {"cursor": cursor, "limit": limit}
+        return Call("GET", "/v1/projects", model(Page[ProjectPublic]), params=params)
+
+    @endpoint
+    def get_project(self, project: str) -> Call[ProjectPublic]:
+        return Call("GET", _project(project), model(ProjectPublic))
+
+    @endpoint
+    def delete_project(self, project: str, *, if_match: str | None = None) -> Call[None]:
+        return Call("DELETE", _project(project), nothing, headers=_conditions(if_match))
+
+    # Saves.
+
+    @endpoint
+    def import_save(
+        self, project: str, content: bytes, *, idempotency_key: str | None = None
+    ) -> Call[SaveReceipt]:
+        """``content``: the save file, JSON or ``.json.gz``."""
+        media_type = "application/gzip" if is_gzip(content) else JSON
+        return Call(
+            "POST",
+            f"{_project(project)}/saves",
+            model(SaveReceipt),
+            **_body(content, media_type, **{"Idempotency-Key": idempotency_key}),
+        )
+
+    @endpoint
+    def list_saves(
+        self,
+        project: str,
+        *,
+        phase: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[Page[SaveSummary]]:
+        params = {"phase": phase, "since": since, "until": until, "cursor": cursor, "limit": limit}
+        return Call("GET", f"{_project(project)}/saves", model(Page[SaveSummary]), params=params)
+
+    @endpoint
+    def latest_save(self, project: str) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/saves/latest", document)
+
+    @endpoint
+    def export_save(self, project: str, save_id: int) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/saves/{save_id}", document)
+
+    @endpoint
+    def resume_save(
+        self,
+        project: str,
+        save_id: int,
+        *,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[ResumeResult]:
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        return Call(
+            "POST",
+            f"{_project(project)}/saves/{save_id}/resume",
+            model(ResumeResult),
+            headers=headers,
+        )
+
+    @endpoint
+    def delete_save(self, project: str, save_id: int, *, if_match: str | None = None) -> Call[None]:
+        path = f"{_project(project)}/saves/{save_id}"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    @endpoint
+    def prune_saves(self, project: str, keep_latest: int) -> Call[PruneResult]:
+        path = f"{_project(project)}/saves:prune"
+        return Call("POST", path, model(PruneResult), json={"keep_latest": keep_latest})
+
+    # Agents: working context snapshots, memory, restore.
+
+    @endpoint
+    def put_snapshot(
+        self,
+        project: str,
+        agent: str,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[SnapshotReceipt]:
+        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        return Call(
+            "PUT",
+            path,
+            model(SnapshotReceipt),
+            **_body(content, **_conditions(if_match, if_none_match)),
+        )
+
+    @endpoint
+    def get_snapshot(self, project: str, agent: str) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/agents/{agent}/working-context-snapshot", document)
+
+    @endpoint
+    def delete_snapshot(
+        self, project: str, agent: str, *, if_match: str | None = None
+    ) -> Call[None]:
+        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    @endpoint
+    def append_memory(
+        self,
+        project: str,
+        agent: str,
+        memory: MemoryFile,
+        items: list[dict[str, Any]] | bytes,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Call[AppendReceipt]:
+        """``items``: a list of items, or JSONL bytes (one item a line)."""
+        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        headers = {"Idempotency-Key": idempotency_key}
+        if isinstance(items, bytes):
+            body = _body(items, NDJSON_MEDIA_TYPE, **headers)
+            return Call("POST", path, model(AppendReceipt), **body)
+        return Call("POST", path, model(AppendReceipt), json=items, headers=headers)
+
+    @endpoint
+    def list_memory(
+        self,
+        project: str,
+        agent: str,
+        memory: MemoryFile,
+        *,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[Page[dict[str, Any]]]:
+        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        params = {"cursor": cursor, "limit": limit}
+        return Call("GET", path, model(Page[dict[str, Any]]), params=params)
+
+    @endpoint
+    def export_memory(self, project: str, agent: str, memory: MemoryFile) -> Call[Document]:
+        """The whole JSONL file, as autobyteus writes it."""
+        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        return Call("GET", path, document, headers={"Accept": NDJSON_MEDIA_TYPE})
+
+    @endpoint
+    def restore(
+        self,
+        project: str,
+        agent: str,
+        system_prompt: str,
+        *,
+        max_episodic: int = 3,
+        max_semantic: int = 20,
+        raw_tail_turns: int = 4,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[RestoreResult]:
+        body = {
+            "system_prompt": system_prompt,
+            "max_episodic": max_episodic,
+            "max_semantic": max_semantic,
+            "raw_tail_turns": raw_tail_turns,
+        }
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        path = f"{_project(project)}/agents/{agent}/restore"
+        return Call("POST", path, model(RestoreResult), json=body, headers=headers)
+
+    # Runs (atari).
+
+    @endpoint
+    def list_runs(
+        self, project: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[Page[RunSummary]]:
+        params = {"cursor": cursor, "limit": limit}
+        return Call("GET", f"{_project(project)}/runs", model(Page[RunSummary]), params=params)
+
+    @endpoint
+    def put_state(
+        self,
+        project: str,
+        run: str,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[StateReceipt]:
+        path = f"{_project(project)}/runs/{run}/state"
+        body = _body(content, **_conditions(if_match, if_none_match))
+        return Call("PUT", path, model(StateReceipt), **body)
+
+    @endpoint
+    def export_state(self, project: str, run: str) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/runs/{run}/state", document)
+
+    @endpoint
+    def export_backup(self, project: str, run: str) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/runs/{run}/state/backup", document)
+
+    @endpoint
+    def load_state(
+        self, project: str, run: str, content: bytes, *, idempotency_key: str | None = None
+    ) -> Call[LoadResult]:
+        """atari's own load of a file from disk: any bytes."""
+        path = f"{_project(project)}/runs/{run}/state:load"
+        body = _body(content, "application/octet-stream", **{"Idempotency-Key": idempotency_key})
+        return Call("POST", path, model(LoadResult), **body)
+
+    @endpoint
+    def start_iteration(
+        self,
+        project: str,
+        run: str,
+        bead_id: str,
+        *,
+        attempt: int | None = None,
+        at: str | None = None,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[IterationResult]:
+        body = {"bead_id": bead_id, "attempt": attempt, "at": at}
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        return Call(
+            "POST",
+            f"{_project(project)}/runs/{run}/iterations",
+            model(IterationResult),
+            json={name: value for name, value in body.items() if value is not None},
+            headers=headers,
+        )
+
+    @endpoint
+    def end_iteration(
+        self,
+        project: str,
+        run: str,
+        bead_id: str,
+        outcome: Literal["completed", "failed"],
+        *,
+        error: str | None = None,
+        session_id: str | None = None,
+        cost: float | None = None,
+        turns: int | None = None,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[IterationResult]:
+        body = {
+            "bead_id": bead_id,
+            "outcome": outcome,
+            "error": error,
+            "session_id": session_id,
+            "cost": cost,
+            "turns": turns,
+        }
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        return Call(
+            "POST",
+            f"{_project(project)}/runs/{run}/iterations/end",
+            model(IterationResult),
+            json={name: value for name, value in body.items() if value is not None},
+            headers=headers,
+        )
+
+    @endpoint
+    def patch_state(
+        self, project: str, run: str, changes: dict[str, Any], *, if_match: str | None = None
+    ) -> Call[RunSummary]:
+        """``changes``: the fields to set; None or "" clears an optional one."""
+        path = f"{_project(project)}/runs/{run}/state"
+        return Call("PATCH", path, model(RunSummary), json=changes, headers=_conditions(if_match))
+
+    @endpoint
+    def delete_run(self, project: str, run: str, *, if_match: str | None = None) -> Call[None]:
+        path = f"{_project(project)}/runs/{run}"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    # Feature contexts and handovers (sdd-unified).
+
+    @endpoint
+    def create_feature(
+        self, project: str, feature_id: str, *, idempotency_key: str | None = None
+    ) -> Call[Document]:
+        """A context from the template; returns the new ``context.json``."""
+        return Call(
+            "POST",
+            f"{_project(project)}/features",
+            document,
+            json={"feature_id": feature_id},
+            headers={"Idempotency-Key": idempotency_key},
+        )
+
+    @endpoint
+    def list_features(
+        self,
+        project: str,
+        *,
+        phase: str | None = None,
+        intervention_required: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[Page[FeatureSummary]]:
+        params = {
+            "phase": phase,
+            "intervention_required": intervention_required,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        path = f"{_project(project)}/features"
+        return Call("GET", path, model(Page[FeatureSummary]), params=params)
+
+    @endpoint
+    def export_context(self, project: str, feature: str) -> Call[Document]:
+        return Call("GET", f"{_project(project)}/features/{feature}/context", document)
+
+    @endpoint
+    def put_context(
+        self,
+        project: str,
+        feature: str,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[FeatureSummary]:
+        path = f"{_project(project)}/features/{feature}/context"
+        body = _body(content, **_conditions(if_match, if_none_match))
+        return Call("PUT", path, model(FeatureSummary), **body)
+
+    @endpoint
+    def patch_context(
+        self, project: str, feature: str, patch: dict[str, Any], *, if_match: str | None = None
+    ) -> Call[Document]:
+        """A JSON merge patch (RFC 7396); returns the new ``context.json``."""
+        path = f"{_project(project)}/features/{feature}/context"
+        headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
+        return Call("PATCH", path, document, json=patch, headers=headers)
+
+    @endpoint
+    def delete_context(
+        self, project: str, feature: str, *, if_match: str | None = None
+    ) -> Call[None]:
+        path = f"{_project(project)}/features/{feature}/context"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    @endpoint
+    def append_handover(
+        self,
+        project: str,
+        feature: str,
+        note: dict[str, Any],
+        *,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[HandoverAppended]:
+        """``note``: from_agent, to_agent, task_completed, message, and optionally
+        timestamp, critical_points, artifacts_created."""
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        path = f"{_project(project)}/features/{feature}/handovers"
+        return Call("POST", path, model(HandoverAppended), json=note, headers=headers)
+
+    @endpoint
+    def list_handovers(
+        self,
+        project: str,
+        *,
+        to_agent: str | None = None,
+        from_agent: str | None = None,
+        feature_id: str | None = None,
+        since: datetime | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[Page[HandoverItem]]:
+        params = {
+            "to_agent": to_agent,
+            "from_agent": from_agent,
+            "feature_id": feature_id,
+            "since": since,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        path = f"{_project(project)}/handovers"
+        return Call("GET", path, model(Page[HandoverItem]), params=params)
+
+    @endpoint
+    def record_review(
+        self,
+        project: str,
+        feature: str,
+        phase: str,
+        outcome: Literal["APPROVED", "REJECTED_WITH_FEEDBACK", "REJECTED"],
+        *,
+        rejecting_agents: Iterable[str] = (),
+        issues_count: int = 0,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[BreakerChange]:
+        body = {
+            "phase": phase,
+            "outcome": outcome,
+            "rejecting_agents": list(rejecting_agents),
+            "issues_count": issues_count,
+        }
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        path = f"{_project(project)}/features/{feature}/reviews"
+        return Call("POST", path, model(BreakerChange), json=body, headers=headers)
+
+    @endpoint
+    def reset_circuit_breaker(
+        self,
+        project: str,
+        feature: str,
+        *,
+        if_match: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call[BreakerChange]:
+        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
+        path = f"{_project(project)}/features/{feature}/circuit-breaker:reset"
+        return Call("POST", path, model(BreakerChange), headers=headers)
+
+    # Project memory (Context Agent).
+
+    @endpoint
+    def get_running_summary(self, project: str, *, style: Style | None = None) -> Call[Document]:
+        path = f"{_project(project)}/memory/running-summary"
+        return Call("GET", path, document, params={"style": style})
+
+    @endpoint
+    def put_running_summary(
+        self,
+        project: str,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[SummaryReceipt]:
+        path = f"{_project(project)}/memory/running-summary"
+        body = _body(content, **_conditions(if_match, if_none_match))
+        return Call("PUT", path, model(SummaryReceipt), **body)
+
+    @endpoint
+    def export_memory_file(
+        self, project: str, name: MemoryFileName, *, style: Style | None = None
+    ) -> Call[Document]:
+        path = f"{_project(project)}/memory/files/{name}"
+        return Call("GET", path, document, params={"style": style})
+
+    @endpoint
+    def put_memory_file(
+        self,
+        project: str,
+        name: MemoryFileName,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[SummaryReceipt | FileReceipt]:
+        path = f"{_project(project)}/memory/files/{name}"
+        receipt = SummaryReceipt if name == "running-summary.json" else FileReceipt
+        body = _body(content, **_conditions(if_match, if_none_match))
+        return Call("PUT", path, model(receipt), **body)
+
+    @endpoint
+    def list_memory_items(
+        self,
+        project: str,
+        kind: MemoryItemKind,
+        *,
+        feature_id: str | None = None,
+        category: str | None = None,
+        severity: str | None = None,
+        type: str | None = None,
+        since: int | None = None,
+        until: int | None = None,
+        q: str | None = None,
+        include_archived: bool | None = None,
+        include_expired: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Call[Page[MemoryItemPublic]]:
+        """Filters as the route of ``kind`` takes them: ``category`` (decisions),
+        ``severity`` (failures), ``type`` and ``include_expired`` (constraints)."""
+        params = {
+            "feature_id": feature_id,
+            "category": category,
+            "severity": severity,
+            "type": type,
+            "since": since,
+            "until": until,
+            "q": q,
+            "include_archived": include_archived,
+            "include_expired": include_expired,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        path = f"{_project(project)}/memory/{kind}"
+        return Call("GET", path, model(Page[MemoryItemPublic]), params=params)
+
+    @endpoint
+    def create_memory_item(
+        self,
+        project: str,
+        kind: MemoryItemKind,
+        item: dict[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Call[ItemCreated]:
+        path = f"{_project(project)}/memory/{kind}"
+        headers = {"Idempotency-Key": idempotency_key}
+        return Call("POST", path, model(ItemCreated), json=item, headers=headers)
+
+    @endpoint
+    def get_memory_item(
+        self, project: str, kind: MemoryItemKind, item_id: str
+    ) -> Call[MemoryItemPublic]:
+        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        return Call("GET", path, model(MemoryItemPublic))
+
+    @endpoint
+    def patch_memory_item(
+        self,
+        project: str,
+        kind: MemoryItemKind,
+        item_id: str,
+        patch: dict[str, Any],
+        *,
+        if_match: str | None = None,
+    ) -> Call[MemoryItemPublic]:
+        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
+        return Call("PATCH", path, model(MemoryItemPublic), json=patch, headers=headers)
+
+    @endpoint
+    def delete_memory_item(
+        self, project: str, kind: MemoryItemKind, item_id: str, *, if_match: str | None = None
+    ) -> Call[None]:
+        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    @endpoint
+    def memory_maintenance(self, project: str) -> Call[MaintenanceResult]:
+        return Call("POST", f"{_project(project)}/memory/maintenance", model(MaintenanceResult))
+
+    @endpoint
+    def context_pack(
+        self,
+        project: str,
+        *,
+        feature_id: str | None = None,
+        about: str | None = None,
+        max_tokens: int | None = None,
+    ) -> Call[ContextPack]:
+        params = {"feature_id": feature_id, "about": about, "max_tokens": max_tokens}
+        path = f"{_project(project)}/memory/context"
+        return Call("GET", path, model(ContextPack), params=params)
+
+    # Project archive.
+
+    @endpoint
+    def export_archive(self, project: str) -> Call[Document]:
+        """The whole project as a .tar.gz (``content``); see also ``download_archive``."""
+        return Call("GET", f"{_project(project)}/archive", document)
+
+    @endpoint
+    def import_archive(
+        self,
+        project: str,
+        content: bytes | Iterable[bytes],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Call[ArchiveReport]:
+        """``content``: a .tar.gz, as bytes or as chunks (to report progress)."""
+        headers = {"Content-Type": ARCHIVE_MEDIA_TYPE, "Idempotency-Key": idempotency_key}
+        path = f"{_project(project)}/archive"
+        return Call("POST", path, model(ArchiveReport), content=content, headers=headers)
+
+    # API keys (admin scope; the caller's own tenant).
+
+    @endpoint
+    def create_key(self, scopes: Iterable[str], *, name: str | None = None) -> Call[ApiKeyCreated]:
+        body = {"scopes": list(scopes), "name": name}
+        return Call("POST", "/v1/admin/keys", model(ApiKeyCreated), json=body)
+
+    @endpoint
+    def list_keys(
+        self, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[Page[ApiKeyPublic]]:
+        params = {"cursor": cursor, "limit": limit}
+        return Call("GET", "/v1/admin/keys", model(Page[ApiKeyPublic]), params=params)
+
+    @endpoint
+    def revoke_key(self, key_id: str) -> Call[None]:
+        return Call("DELETE", f"/v1/admin/keys/{quote(key_id, safe='')}", nothing)

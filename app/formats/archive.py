@@ -1,0 +1,108 @@
+"""Project archives: a tar stream compressed with gzip, in the tools' on-disk layout.
+
+Writing is incremental (one member in, its compressed bytes out), so an export never holds
+more than one document at a time, and deterministic: mode 0600, owner 0:0 without names,
+the mtime the caller gives, a gzip header without a time. The same data gives the same bytes.
+Reading takes the whole (already decompressed) tar and yields its members one at a time.
+"""
+
+import io
+import tarfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from app.formats.errors import MalformedDocument
+
+MEMBER_MODE = 0o600
+BLOCK = tarfile.BLOCKSIZE
+# tarfile's and GNU tar's record size: the end of an archive is padded to a multiple of it.
+RECORD = tarfile.RECORDSIZE
+MEDIA_TYPE = "application/gzip"
+
+
+def _padding(size: int, unit: int) -> bytes:
+    return b"\0" * (-size % unit)
+
+
+class ArchiveWriter:
+    """``add`` each member, then ``finish``; every call returns the gzip bytes it produced."""
+
+    def __init__(self, level: int = 6) -> None:
+        # wbits 31: a gzip wrapper whose header holds no time (mtime 0), unlike gzip.GzipFile.
+        self._compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
+        self._written = 0
+
+    def _write(self, data: bytes) -> bytes:
+        self._written += len(data)
+        return self._compressor.compress(data)
+
+    def add(self, name: str, content: bytes, mtime: int = 0) -> bytes:
+        info = tarfile.TarInfo(name)
+        info.size = len(content)
+        info.mtime = max(int(mtime), 0)
+        info.mode = MEMBER_MODE
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        header = info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape")
+        return self._write(header + content + _padding(len(content), BLOCK))
+
+    def finish(self) -> bytes:
+        end = b"\0" * (2 * BLOCK)
+        tail = self._write(end + _padding(self._written + len(end), RECORD))
+        return tail + self._compressor.flush()
+
+
+class EntryType(StrEnum):
+    file = "file"
+    directory = "directory"
+    link = "link"
+    special = "special"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    type: EntryType
+    size: int
+    content: bytes | None = None
+    """Only for files no larger than the reader's ``limit``."""
+
+
+def _entry_type(member: tarfile.TarInfo) -> EntryType:
+    if member.isreg():
+        return EntryType.file
+    if member.isdir():
+        return EntryType.directory
+    if member.issym() or member.islnk():
+        return EntryType.link
+    return EntryType.special
+
+
+def read(tar_bytes: bytes, limit: int) -> Iterator[Entry]:
+    """The members of an uncompressed tar, in order. A file over ``limit`` bytes comes
+    without its content; a stream that is not a tar (or is cut short) is malformed."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
+            for member in tar:
+                kind = _entry_type(member)
+                content = None
+                if kind is EntryType.file and member.size <= limit:
+                    extracted = tar.extractfile(member)
+                    assert extracted is not None
+                    content = extracted.read()
+                yield Entry(member.name, kind, member.size, content)
+    except (tarfile.TarError, EOFError) as exc:
+        raise MalformedDocument(f"The archive is not a readable tar file: {exc}.") from exc
+
+
+def safe_name(name: str) -> str | None:
+    """The member's path relative to the archive's root ("./" and empty parts dropped), or
+    None when it could reach outside it: absolute, "..", a NUL, or nothing at all."""
+    if not name or name.startswith("/") or "\0" in name or "\\" in name:
+        return None
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)

@@ -1,0 +1,344 @@
+"""The project archive through the API, on SQLite and PostgreSQL."""
+
+import gzip
+import io
+import json
+import tarfile
+from collections.abc import Iterator
+
+import pytest
+
+from tests.helpers import (
+    assert_problem,
+    golden_bytes,
+    import_save,
+    python_indent2,
+    seed_save,
+    tar_gz,
+    untar,
+    workspace_files,
+)
+
+ARCHIVE = "application/gzip"
+
+
+def _url(project: str) -> str:
+    return f"/v1/projects/{project}/archive"
+
+
+def _post(client, project, archive: bytes, **headers: str):
+    return client.post(_url(project), content=archive, headers={"Content-Type": ARCHIVE, **headers})
+
+
+def _export(client, project) -> bytes:
+    response = client.get(_url(project))
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def test_a_workspace_round_trips_byte_for_byte(client, project):
+    files = workspace_files()
+    report = _post(client, project, tar_gz(files)).json()
+    assert report["refused"] == [] and report["skipped"] == []
+    assert sorted(item["path"] for item in report["imported"]) == sorted(files)
+    assert untar(_export(client, project)) == files
+
+
+def test_members_equal_what_each_export_route_answers(client, project):
+    files = workspace_files()
+    _post(client, project, tar_gz(files))
+    exported = untar(_export(client, project))
+    agent = json.loads(golden_bytes("autobyteus/working_context_snapshot.json"))["agent_id"]
+    base = f"/v1/projects/{project}"
+    routes = {
+        f"memory/agents/{agent}/working_context_snapshot.json": (
+            f"{base}/agents/{agent}/working-context-snapshot",
+            {},
+        ),
+        f"memory/agents/{agent}/raw_traces.jsonl": (
+            f"{base}/agents/{agent}/memory/raw-traces",
+            {"Accept": "application/x-ndjson"},
+        ),
+        ".atari/state.json.backup": (f"{base}/runs/default/state/backup", {}),
+        ".atari/runs/nightly/state.json": (f"{base}/runs/nightly/state", {}),
+        ".autonomous/context/failure-memory.json": (
+            f"{base}/memory/files/failure-memory.json",
+            {},
+        ),
+    }
+    for path, (url, headers) in routes.items():
+        assert exported[path] == client.get(url, headers=headers).content, path
+
+
+def test_an_exported_archive_imports_into_another_project_unchanged(client, project):
+    _post(client, project, tar_gz(workspace_files()))
+    first = _export(client, project)
+    report = _post(client, project + "-copy", first).json()
+    assert report["refused"] == [] and report["warnings"] == []
+    assert untar(_export(client, project + "-copy")) == untar(first)
+
+
+def test_the_archive_is_deterministic_and_its_headers_are_fixed(client, project):
+    _post(client, project, tar_gz(workspace_files()))
+    first = client.get(_url(project))
+    assert first.headers["content-type"] == ARCHIVE
+    assert first.headers["content-disposition"] == f'attachment; filename="{project}.tar.gz"'
+    assert client.get(_url(project)).content == first.content
+    with tarfile.open(fileobj=io.BytesIO(first.content), mode="r:gz") as tar:
+        for member in tar:
+            assert member.isreg() and member.mode == 0o600
+            assert (member.uid, member.gid, member.uname, member.gname) == (0, 0, "", "")
+            assert member.mtime > 0
+
+
+def test_the_archive_is_not_compressed_twice(client, project):
+    _post(client, project, tar_gz(workspace_files()))
+    response = client.get(_url(project), headers={"Accept-Encoding": "gzip"})
+    assert "content-encoding" not in response.headers
+    assert untar(response.content) == workspace_files()
+
+
+def test_a_corrupt_member_is_refused_and_the_rest_imports(client, project):
+    files = workspace_files()
+    context_path = next(path for path in files if path.startswith("features/"))
+    files[context_path] = b'{"feature_id": "checkout-flow",'
+    files[".atari/runs/nightly/state.json"] = b'{"version": 2, "status": 7}'
+    report = _post(client, project, tar_gz(files)).json()
+    refused = {item["path"]: item for item in report["refused"]}
+    assert set(refused) == {context_path}
+    assert refused[context_path]["status"] == 400
+    assert refused[context_path]["type"] == "urn:context-store:problem:malformed-body"
+    assert refused[context_path]["title"] == "Bad Request"
+    # state.json takes atari's load: an unreadable file is set aside, not refused.
+    nightly = next(i for i in report["imported"] if i["path"] == ".atari/runs/nightly/state.json")
+    assert nightly["action"] == "reset"
+    assert len(report["imported"]) == len(files) - 1
+    assert client.get(f"/v1/projects/{project}/features/checkout-flow/context").status_code == 404
+    backup = client.get(f"/v1/projects/{project}/runs/nightly/state/backup")
+    assert backup.content == b'{"version": 2, "status": 7}'
+
+
+def test_an_invalid_member_reports_the_problem_of_its_route(client, project):
+    snapshot = json.loads(golden_bytes("autobyteus/working_context_snapshot.json"))
+    snapshot["schema_version"] = 9
+    members = {
+        "memory/agents/someone-else/working_context_snapshot.json": json.dumps(snapshot).encode(),
+        "mdan/mdan-save-1.json": b'{"version": "2.0"}',
+    }
+    report = _post(client, project, tar_gz(members)).json()
+    assert report["imported"] == []
+    by_path = {item["path"]: item for item in report["refused"]}
+    direct = client.put(
+        f"/v1/projects/{project}/agents/someone-else/working-context-snapshot",
+        content=json.dumps(snapshot).encode(),
+        headers={"Content-Type": "application/json"},
+    ).json()
+    refused = by_path["memory/agents/someone-else/working_context_snapshot.json"]
+    assert refused["status"] == 422
+    assert refused["errors"] == direct["errors"]
+    assert by_path["mdan/mdan-save-1.json"]["status"] == 422
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+
+
+def test_a_member_named_outside_the_identifier_rule_is_refused(client, project):
+    report = _post(client, project, tar_gz({"features/a b/context.json": b"{}"})).json()
+    assert report["refused"][0]["status"] == 422
+    assert report["refused"][0]["errors"][0]["path"] == "path.feature"
+
+
+def _special_members() -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+
+        def add(name: str, kind: bytes = tarfile.REGTYPE, content: bytes = b"{}", **extra):
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            info.size = len(content) if kind == tarfile.REGTYPE else 0
+            for attribute, value in extra.items():
+                setattr(info, attribute, value)
+            tar.addfile(info, io.BytesIO(content) if kind == tarfile.REGTYPE else None)
+
+        add("../features/x/context.json")
+        add("/etc/passwd")
+        add("features/../../escape.json")
+        add(".atari/state.json", tarfile.SYMTYPE, linkname="/etc/passwd")
+        add("features/y/context.json", tarfile.LNKTYPE, linkname="features/x/context.json")
+        add("memory/agents/a/episodic.jsonl", tarfile.CHRTYPE, devmajor=1, devminor=3)
+        add("features", tarfile.DIRTYPE)
+        add("notes/readme.txt", content=b"hello")
+        add("./.atari/runs/r1/state.json.backup", content=b"kept")
+    return buffer.getvalue()
+
+
+def test_traversal_links_and_devices_are_refused_unknown_files_skipped(client, project):
+    report = _post(client, project, _special_members()).json()
+    refused = [item["path"] for item in report["refused"]]
+    assert refused == [
+        "../features/x/context.json",
+        "/etc/passwd",
+        "features/../../escape.json",
+        ".atari/state.json",
+        "features/y/context.json",
+        "memory/agents/a/episodic.jsonl",
+        # A backup needs its run's state: there is none.
+        ".atari/runs/r1/state.json.backup",
+    ]
+    assert all(item["status"] in (404, 422) for item in report["refused"])
+    assert report["skipped"] == [{"path": "notes/readme.txt", "reason": "not a file of the layout"}]
+    assert report["imported"] == []
+
+
+@pytest.fixture
+def small_limits(app) -> Iterator[None]:
+    settings = app.state.settings
+    app.state.settings = settings.model_copy(
+        update={"max_body_bytes": 2000, "max_bulk_body_bytes": 200_000}
+    )
+    yield
+    app.state.settings = settings
+
+
+def test_an_oversized_member_is_refused(client, project, small_limits):
+    files = {
+        ".atari/state.json": golden_bytes("atari-state-v2.json"),
+        "features/big/context.json": b" " * 2001,
+    }
+    report = _post(client, project, tar_gz(files)).json()
+    assert [item["path"] for item in report["imported"]] == [".atari/state.json"]
+    assert report["refused"][0]["status"] == 413
+
+
+def test_an_archive_that_expands_past_the_limit_is_413(client, project, small_limits):
+    bomb = tar_gz({"notes/zeros.txt": b"\0" * 300_000})
+    assert len(bomb) < 200_000
+    assert_problem(_post(client, project, bomb), 413)
+
+
+@pytest.mark.parametrize("body", [b"", b"not a tar at all", gzip.compress(b"not a tar either")])
+def test_an_unreadable_archive_is_400_and_imports_nothing(client, project, body):
+    assert_problem(_post(client, project, body), 400)
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+
+
+def test_a_truncated_archive_imports_nothing(client, project):
+    archive = gzip.decompress(tar_gz(workspace_files()))
+    assert_problem(_post(client, project, gzip.compress(archive[:3000])), 400)
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+
+
+def test_other_media_types_are_415(client, project):
+    response = client.post(
+        _url(project), content=tar_gz({}), headers={"Content-Type": "application/json"}
+    )
+    assert_problem(response, 415)
+
+
+def test_pushing_the_same_workspace_twice_changes_nothing(client, project):
+    archive = tar_gz(workspace_files())
+    _post(client, project, archive)
+    counts = client.get(f"/v1/projects/{project}").json()["counts"]
+    again = _post(client, project, archive).json()
+    assert again["refused"] == []
+    actions = {item["path"]: item["action"] for item in again["imported"]}
+    assert actions["mdan/mdan-save-1705314225.json"] == "unchanged"
+    assert {actions[p] for p in actions if p.endswith(".jsonl")} == {"unchanged"}
+    assert client.get(f"/v1/projects/{project}").json()["counts"] == counts
+
+
+def test_memory_files_append_only_their_new_lines(client, project):
+    lines = golden_bytes("autobyteus/raw_traces.jsonl").splitlines(keepends=True)
+    path = "memory/agents/a1/raw_traces.jsonl"
+    first = b"".join(lines[:2])
+    _post(client, project, tar_gz({path: first}))
+    report = _post(client, project, tar_gz({path: b"".join(lines)})).json()
+    assert report["imported"][0]["result"] == {"appended": len(lines) - 2}
+    assert untar(_export(client, project))[path] == b"".join(lines)
+    diverged = _post(client, project, tar_gz({path: b"".join(lines[1:])})).json()
+    assert diverged["refused"][0]["status"] == 409
+
+
+def test_a_reset_state_supersedes_the_backup_in_the_same_archive(client, project):
+    files = {".atari/state.json.backup": b"older backup", ".atari/state.json": b"garbage"}
+    report = _post(client, project, tar_gz(files)).json()
+    assert report["skipped"][0]["path"] == ".atari/state.json.backup"
+    backup = client.get(f"/v1/projects/{project}/runs/default/state/backup")
+    assert backup.content == b"garbage"
+    assert any(w["message"].startswith("reset:") for w in report["warnings"])
+
+
+def test_a_backup_before_its_state_in_the_tar_still_lands(client, project):
+    files = {
+        ".atari/state.json.backup": b"older",
+        ".atari/state.json": golden_bytes("atari-state-v2.json"),
+    }
+    report = _post(client, project, tar_gz(files)).json()
+    assert report["refused"] == []
+    assert [item["path"] for item in report["imported"]][-1] == ".atari/state.json.backup"
+    assert untar(_export(client, project)) == {
+        ".atari/state.json": files[".atari/state.json"],
+        ".atari/state.json.backup": b"older",
+    }
+
+
+def test_save_warnings_and_a_renamed_file_are_reported(client, project):
+    document = seed_save()
+    del document["configuration"]["log_level"]
+    report = _post(client, project, tar_gz({"mdan/mdan-save-9.json": python_indent2(document)}))
+    body = report.json()
+    assert body["imported"][0]["status"] == 201
+    messages = [(w["pointer"], w["message"]) for w in body["warnings"]]
+    assert ("/configuration/log_level", "missing; default 'INFO' used") in messages
+    assert ("", "exported as mdan/mdan-save-1705314225.json") in messages
+
+
+def test_a_large_save_travels_as_json_gz(client, project):
+    document = seed_save()
+    document["x_padding"] = [f"line {n} of filler" for n in range(80_000)]
+    receipt = import_save(client, project, document).json()
+    exported = untar(_export(client, project))
+    name = f"mdan/{receipt['filename']}.gz"
+    assert list(exported) == [name]
+    assert gzip.decompress(exported[name]) == python_indent2(document)
+    report = _post(client, project + "-b", tar_gz(exported)).json()
+    assert report["refused"] == []
+    assert untar(_export(client, project + "-b")) == exported
+
+
+def test_two_saves_of_the_same_second_export_the_later_one(client, project):
+    first = seed_save()
+    second = seed_save()
+    second["metadata"]["save_count"] = 99
+    import_save(client, project, first)
+    import_save(client, project, second)
+    exported = untar(_export(client, project))
+    assert exported == {"mdan/mdan-save-1705314225.json": python_indent2(second)}
+
+
+def test_archive_imports_do_not_prune_saves(client, project):
+    complete = seed_save()
+    complete["phases"]["status"] = {phase: "complete" for phase in complete["phases"]["status"]}
+    complete["timestamp"] = "2024-02-01T00:00:00Z"
+    import_save(client, project, seed_save())
+    _post(client, project, tar_gz({"mdan/mdan-save-1.json": python_indent2(complete)}))
+    assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 2
+
+
+def test_idempotency_key_replays_the_report(client, project):
+    archive = tar_gz(workspace_files())
+    first = _post(client, project, archive, **{"Idempotency-Key": "push-1"})
+    again = _post(client, project, archive, **{"Idempotency-Key": "push-1"})
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json()
+    other = _post(client, project, tar_gz({}), **{"Idempotency-Key": "push-1"})
+    assert_problem(other, 422)
+
+
+def test_another_tenant_sees_no_archive(client, other_client, project):
+    _post(client, project, tar_gz(workspace_files()))
+    assert_problem(other_client.get(_url(project)), 404)
+    assert_problem(client.get(_url(project + "-none")), 404)
+
+
+def test_an_empty_archive_reports_nothing(client, project):
+    report = _post(client, project, tar_gz({})).json()
+    assert report == {"imported": [], "warnings": [], "refused": [], "skipped": []}

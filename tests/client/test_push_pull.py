@@ -1,0 +1,183 @@
+"""`context-store push` and `pull`: a workspace on disk to the service and back."""
+
+import io
+import os
+import socket
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.cli import pull_directory, push_directory
+from app.client import ContextStoreClient
+from app.client.workspace import OutsideDirectory, pack, target_path, unpack
+from tests.helpers import workspace_files
+
+CLI = [sys.executable, "-m", "app"]
+
+
+def _write_workspace(root: Path, files: dict[str, bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+def _files_under(root: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_push_then_pull_gives_back_every_file_byte_for_byte(client, project, tmp_path):
+    files = workspace_files()
+    source = tmp_path / "source"
+    _write_workspace(source, files | {"notes/todo.txt": b"not part of the layout"})
+    store = ContextStoreClient(http=client)
+    report = push_directory(store, source, project)
+    assert report.refused == [] and len(report.imported) == len(files)
+
+    target = tmp_path / "pulled"
+    written = pull_directory(store, target, project)
+    assert sorted(written) == sorted(files)
+    assert _files_under(target) == files
+    for name in files:
+        assert stat.S_IMODE((target / name).stat().st_mode) == 0o600
+    # Nothing is left behind from the atomic writes.
+    assert not [p for p in target.rglob("*.tmp")]
+
+
+def test_pull_replaces_files_in_place(client, project, tmp_path):
+    files = workspace_files()
+    store = ContextStoreClient(http=client)
+    _write_workspace(tmp_path / "a", files)
+    push_directory(store, tmp_path / "a", project)
+    target = tmp_path / "b"
+    _write_workspace(target, {".atari/state.json": b"stale", "keep.txt": b"mine"})
+    pull_directory(store, target, project)
+    assert (target / ".atari/state.json").read_bytes() == files[".atari/state.json"]
+    assert (target / "keep.txt").read_bytes() == b"mine"
+
+
+def test_pack_takes_only_files_of_the_layout_and_no_links(tmp_path):
+    _write_workspace(tmp_path, {".atari/state.json": b"{}", "other/file.json": b"{}"})
+    (tmp_path / "features" / "f").mkdir(parents=True)
+    (tmp_path / "features" / "f" / "context.json").symlink_to(tmp_path / ".atari/state.json")
+    packed = pack(tmp_path)
+    assert packed.files == [".atari/state.json"]
+    assert sorted(packed.ignored) == ["features/f/context.json", "other/file.json"]
+
+
+def _archive(*members: tuple[str, bytes, bytes]) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, kind, content in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc/passwd"
+            info.size = len(content) if kind == tarfile.REGTYPE else 0
+            tar.addfile(info, io.BytesIO(content) if kind == tarfile.REGTYPE else None)
+    buffer.seek(0)
+    return buffer
+
+
+def test_unpack_never_writes_outside_the_directory(tmp_path):
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root.mkdir()
+    (root / "features").symlink_to(outside, target_is_directory=True)
+    archive = _archive(
+        ("../features/f/context.json", tarfile.REGTYPE, b"x"),
+        ("/tmp/features/f/context.json", tarfile.REGTYPE, b"x"),
+        ("features/f/context.json", tarfile.REGTYPE, b"x"),
+        (".atari/state.json", tarfile.SYMTYPE, b""),
+        ("notes/other.txt", tarfile.REGTYPE, b"x"),
+        (".atari/runs/r/state.json", tarfile.REGTYPE, b"ok"),
+    )
+    result = unpack(archive, root)
+    assert result.written == [".atari/runs/r/state.json"]
+    assert len(result.refused) == 5
+    assert list(outside.iterdir()) == []
+    assert _files_under(root) == {".atari/runs/r/state.json": b"ok"}
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "/abs", "a/../../x", "."])
+def test_target_path_refuses_escapes(tmp_path, name):
+    with pytest.raises(OutsideDirectory):
+        target_path(tmp_path, name)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_the_commands_against_a_running_server(tmp_path):
+    """As a user runs them: `context-store serve`, then `push` and `pull`."""
+    environment = os.environ | {
+        "CONTEXT_STORE_DATABASE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+        "CONTEXT_STORE_AUTH": "off",
+        "CONTEXT_STORE_PORT": str(_free_port()),
+    }
+    environment.pop("CONTEXT_STORE_KEY", None)
+    run = {"env": environment, "capture_output": True, "text": True, "timeout": 60}
+    assert subprocess.run([*CLI, "migrate"], **run).returncode == 0
+    server = subprocess.Popen([*CLI, "serve"], env=environment, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{environment['CONTEXT_STORE_PORT']}"
+    environment["CONTEXT_STORE_URL"] = base
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        files = workspace_files()
+        _write_workspace(tmp_path / "src", files)
+        pushed = subprocess.run([*CLI, "push", str(tmp_path / "src"), "--project", "demo"], **run)
+        assert pushed.returncode == 0, pushed.stderr
+        assert pushed.stdout.count("imported") == len(files)
+        pulled = subprocess.run([*CLI, "pull", str(tmp_path / "dst"), "--project", "demo"], **run)
+        assert pulled.returncode == 0, pulled.stderr
+        assert _files_under(tmp_path / "dst") == files
+
+        (tmp_path / "bad" / "features" / "x").mkdir(parents=True)
+        (tmp_path / "bad" / "features" / "x" / "context.json").write_bytes(b"{")
+        refused = subprocess.run([*CLI, "push", str(tmp_path / "bad"), "--project", "demo"], **run)
+        assert (
+            refused.returncode == 1 and "refused   features/x/context.json: 400" in refused.stdout
+        )
+        missing = subprocess.run([*CLI, "pull", str(tmp_path / "n"), "--project", "none"], **run)
+        assert missing.returncode == 1 and "404" in missing.stderr
+        assert "Traceback" not in missing.stderr + refused.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_push_to_a_server_that_is_not_there_says_so(tmp_path):
+    environment = os.environ | {"CONTEXT_STORE_URL": f"http://127.0.0.1:{_free_port()}"}
+    (tmp_path / ".atari").mkdir()
+    (tmp_path / ".atari" / "state.json").write_bytes(b"{}")
+    result = subprocess.run(
+        [*CLI, "push", str(tmp_path), "--project", "demo"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "cannot reach" in result.stderr and "Traceback" not in result.stderr
