@@ -313,7 +313,10 @@ class Importer:
             # The file as the service exported it: importing it again would only duplicate it.
             return Outcome(200, "unchanged", {"id": existing})
         # No automatic pruning: an archive restores a project's saves, it does not retire them.
-        receipt = saves.import_save(self.session, self.tenant, self.project, raw, auto_prune=False)
+        prepared = saves.prepare_save(raw)
+        receipt = saves.store_save(
+            self.session, self.tenant, self.project, prepared, auto_prune=False
+        ).receipt
         warnings = [(warning.path, warning.message) for warning in receipt.warnings]
         warnings += [
             ("", f"{count} secret(s) of kind {kind} redacted")

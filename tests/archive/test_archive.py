@@ -214,7 +214,11 @@ def test_an_archive_that_expands_past_the_limit_is_413(client, project, small_li
     assert_problem(_post(client, project, bomb), 413)
 
 
-@pytest.mark.parametrize("body", [b"", b"not a tar at all", gzip.compress(b"not a tar either")])
+@pytest.mark.parametrize(
+    "body",
+    [b"", b"not a tar at all", gzip.compress(b"not a tar either", mtime=0)],
+    ids=["empty", "not-gzip", "gzip-not-tar"],
+)
 def test_an_unreadable_archive_is_400_and_imports_nothing(client, project, body):
     assert_problem(_post(client, project, body), 400)
     assert client.get(f"/v1/projects/{project}").status_code == 404
