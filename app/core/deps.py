@@ -54,6 +54,7 @@ def current_principal(
 ) -> Principal:
     settings = get_settings(request)
     if settings.auth is AuthMode.off:
+        request.state.tenant = DEFAULT_TENANT  # for the request log (app/core/logs.py)
         return Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES)
     secret = bearer.credentials if bearer is not None else api_key
     if not secret:
@@ -62,6 +63,7 @@ def current_principal(
         principal = principal_for(session, secret)
     if principal is None:
         raise Unauthenticated("The API key is unknown or revoked.")
+    request.state.tenant = principal.tenant
     return principal
 
 
