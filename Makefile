@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install run migrate test lint openapi openapi-check bench clean
+.PHONY: install run migrate test container-test lint openapi openapi-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ run: install
 test: install
 	$(BIN)/ruff check app migrations tests
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# Build docker/Dockerfile with podman, run it against this machine's PostgreSQL and smoke-test
+# it; validate docker-compose.yml; hadolint. Installs podman & co. when missing (needs root).
+container-test: install
+	bash .ci/container-test
 
 lint: install
 	$(BIN)/ruff check app migrations tests

@@ -4,17 +4,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy import Engine
 from starlette.middleware.gzip import GZipMiddleware
 
 from app import models  # noqa: F401  (every table registered before anything queries)
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
 from app.core.config import Settings
-from app.core.db import create_database
+from app.core.db import Database, create_database
 from app.core.docs import install_docs
 from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
+from app.core.logs import RequestLogMiddleware
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.features.router import router as features_router
@@ -58,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.migration_head = head_revision()
-    metrics = Metrics()
+    metrics = Metrics(engines=lambda: _engines(app))
     app.state.metrics = metrics
 
     install_error_handlers(app)
@@ -83,4 +85,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(ContentCodingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    # Outermost: the request id is set before anything else runs, and every request is logged.
+    app.add_middleware(RequestLogMiddleware)
     return app
+
+
+def _engines(app: FastAPI) -> dict[str, Engine]:
+    """The pools to report; none before the lifespan has created them."""
+    database: Database | None = getattr(app.state, "database", None)
+    return database.engines() if database is not None else {}

@@ -1,5 +1,10 @@
 #!/bin/sh
-# Migrate once, then serve: the server never races a migration.
+# `serve` (the default command) migrates once, then serves: the server never races a migration
+# and several replicas never run one each inside their workers. Any other command is passed to
+# the `context-store` command line (`keys create --tenant acme`, `migrate`, ...).
 set -eu
-context-store migrate
-exec context-store serve "$@"
+if [ "$#" -eq 0 ] || [ "$1" = serve ]; then
+    context-store migrate
+    exec context-store serve
+fi
+exec context-store "$@"

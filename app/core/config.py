@@ -3,6 +3,7 @@
 import ipaddress
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -47,6 +48,11 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1)
     db_pool_timeout_seconds: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    # On SIGTERM the server stops accepting and lets requests in flight finish for this long
+    # before cancelling them. Orchestrators wait 10 (docker) to 30 (Kubernetes) seconds before
+    # a SIGKILL; give them more than this (compose sets stop_grace_period: 30s).
+    shutdown_grace_seconds: float = Field(default=20.0, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("database_url")
     @classmethod

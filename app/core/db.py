@@ -109,10 +109,15 @@ class Database:
     reader: Engine
     writer: Engine
 
+    def engines(self) -> dict[str, Engine]:
+        """Each engine once, by role (PostgreSQL's one pool serves reads and writes)."""
+        if self.writer is self.reader:
+            return {"shared": self.reader}
+        return {"reader": self.reader, "writer": self.writer}
+
     def dispose(self) -> None:
-        self.reader.dispose()
-        if self.writer is not self.reader:
-            self.writer.dispose()
+        for engine in self.engines().values():
+            engine.dispose()
 
     def read_session(self) -> Session:
         return Session(self.reader, expire_on_commit=False)
@@ -141,6 +146,7 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
         # Sessions hop between the event loop's threads; each connection is used by one at a time.
         connect_args={"check_same_thread": False},
         pool_timeout=settings.db_pool_timeout_seconds,
+        hide_parameters=True,
         **pool_args,
     )
     busy_timeout = settings.sqlite_busy_timeout_ms
@@ -166,6 +172,11 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
     return engine
 
 
+# Both engines are made with hide_parameters=True: a database error's message then names the
+# statement but not its bound values, which are documents and keys, so that a logged error
+# (app/core/errors.py) never carries what a client sent.
+
+
 def create_database(settings: Settings) -> Database:
     if settings.is_sqlite:
         return Database(
@@ -178,6 +189,7 @@ def create_database(settings: Settings) -> Database:
         max_overflow=settings.db_pool_size,
         pool_timeout=settings.db_pool_timeout_seconds,
         pool_pre_ping=True,
+        hide_parameters=True,
     )
     return Database(reader=engine, writer=engine)
 

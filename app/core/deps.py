@@ -72,6 +72,7 @@ def authenticate(request: Request) -> Principal:
             raise Unauthenticated("The API key is unknown or revoked.")
         principal = found
     request.state.principal = principal
+    request.state.tenant = principal.tenant  # for the request log (app/core/logs.py)
     return principal
 
 

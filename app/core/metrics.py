@@ -1,16 +1,92 @@
-"""Prometheus metrics per route: requests by status, and latency."""
+"""Prometheus metrics: requests by route and status, latency, requests in flight, and the
+database connection pools (read when scraped)."""
 
 import time
+from collections.abc import Callable, Iterator
+from weakref import WeakKeyDictionary
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from fastapi.routing import iter_route_contexts
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine
+from sqlalchemy.pool import QueuePool
+from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# By app, then by the route's id (routes define __eq__ and cannot be hashed); the app keeps
+# its routes, so an id stays valid as long as its entry does.
+_templates: "WeakKeyDictionary[Starlette, dict[int, str]]" = WeakKeyDictionary()
+
+
+def route_template(scope: Scope) -> str:
+    """The route's template, not the path: one series per route, not one per project name.
+
+    ``scope["route"]`` is the route as declared, whose ``path`` lacks the prefixes of the
+    routers it was included through; the full template comes from FastAPI's route contexts
+    (what the OpenAPI document is built from), read once per app.
+    """
+    route = scope.get("route")
+    if route is None:
+        return "unmatched"
+    app = scope["app"]
+    if app not in _templates:
+        _templates[app] = {
+            id(context.original_route): context.path_format
+            for context in iter_route_contexts(app.routes)
+            if context.path_format
+        }
+    return _templates[app].get(id(route)) or getattr(route, "path", None) or "unmatched"
+
+
+class PoolCollector(Collector):
+    """Each engine's pool as it is at scrape time.
+
+    ``engines`` returns the pools to report by name, or nothing before the app has started.
+    SQLAlchemy counts the connections a pool has not opened yet as negative overflow; the
+    overflow reported here is only the connections open beyond ``pool_size``.
+    """
+
+    def __init__(self, engines: Callable[[], dict[str, Engine]]) -> None:
+        self.engines = engines
+
+    def collect(self) -> Iterator[Metric]:
+        families = {
+            "size": GaugeMetricFamily(
+                "context_store_db_pool_size", "Connections the pool keeps.", labels=["pool"]
+            ),
+            "checked_out": GaugeMetricFamily(
+                "context_store_db_pool_checked_out",
+                "Connections in use by a request or a command.",
+                labels=["pool"],
+            ),
+            "checked_in": GaugeMetricFamily(
+                "context_store_db_pool_checked_in",
+                "Open connections idle in the pool.",
+                labels=["pool"],
+            ),
+            "overflow": GaugeMetricFamily(
+                "context_store_db_pool_overflow",
+                "Connections open beyond the pool's size.",
+                labels=["pool"],
+            ),
+        }
+        for name, engine in self.engines().items():
+            pool = engine.pool
+            if not isinstance(pool, QueuePool):
+                continue
+            families["size"].add_metric([name], pool.size())
+            families["checked_out"].add_metric([name], pool.checkedout())
+            families["checked_in"].add_metric([name], pool.checkedin())
+            families["overflow"].add_metric([name], max(pool.overflow(), 0))
+        yield from families.values()
 
 
 class Metrics:
     """One registry per app, so that several apps in one process (tests) stay apart."""
 
-    def __init__(self) -> None:
+    def __init__(self, engines: Callable[[], dict[str, Engine]]) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "context_store_http_requests",
@@ -24,6 +100,14 @@ class Metrics:
             ["method", "route"],
             registry=self.registry,
         )
+        # By method only: the route is known only once routing has run.
+        self.in_progress = Gauge(
+            "context_store_http_requests_in_progress",
+            "HTTP requests being handled now.",
+            ["method"],
+            registry=self.registry,
+        )
+        self.registry.register(PoolCollector(engines))
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
@@ -40,6 +124,7 @@ class MetricsMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        method = scope["method"]
 
         async def send_recording_status(message: Message) -> None:
             nonlocal status
@@ -48,11 +133,9 @@ class MetricsMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_recording_status)
+            with self.metrics.in_progress.labels(method).track_inprogress():
+                await self.app(scope, receive, send_recording_status)
         finally:
-            route = scope.get("route")
-            # The template, not the path: one series per route, not one per project name.
-            template = getattr(route, "path", None) or "unmatched"
-            method = scope["method"]
+            template = route_template(scope)
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -9,12 +9,14 @@ from alembic.script import ScriptDirectory
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def alembic_config(database_url: str | None = None) -> Config:
+def alembic_config(database_url: str | None = None, *, configure_logging: bool = True) -> Config:
     config = Config(str(PROJECT_ROOT / "alembic.ini"))
     config.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     # Passed as an attribute rather than an ini option: URLs may hold '%', which ini
     # interpolation would choke on.
     config.attributes["database_url"] = database_url
+    # False when the caller has set up logging itself (the JSON logs of `context-store migrate`).
+    config.attributes["configure_logging"] = configure_logging
     return config
 
 
@@ -24,8 +26,8 @@ def head_revision() -> str:
     return head
 
 
-def upgrade(database_url: str, revision: str = "head") -> None:
-    command.upgrade(alembic_config(database_url), revision)
+def upgrade(database_url: str, revision: str = "head", *, configure_logging: bool = True) -> None:
+    command.upgrade(alembic_config(database_url, configure_logging=configure_logging), revision)
 
 
 def downgrade(database_url: str, revision: str) -> None:

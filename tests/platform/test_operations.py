@@ -7,6 +7,7 @@ from fastapi.testclient import TestClient
 from app import openapi
 from app.main import create_app
 from tests.conftest import make_settings
+from tests.helpers import import_save, seed_save
 
 
 def test_healthz_needs_no_key(app):
@@ -48,6 +49,17 @@ def test_metrics_count_requests_by_route_template(client, project):
     assert project not in text
 
 
+def test_metrics_name_routes_of_nested_routers_by_their_full_template(client, project):
+    """The save import is declared on a router included in a prefixed one."""
+    assert import_save(client, project, seed_save()).status_code == 201
+    text = TestClient(client.app).get("/metrics").text
+    assert re.search(
+        r'context_store_http_requests_total\{method="POST",route="/v1/projects/\{project\}/saves",'
+        r'status="201"\} [1-9]',
+        text,
+    ), text
+
+
 def test_swagger_ui_is_served_without_network_assets(app):
     docs = TestClient(app).get("/docs")
     assert docs.status_code == 200
@@ -67,3 +79,41 @@ def test_the_committed_openapi_document_is_current():
 
 def test_the_openapi_document_is_what_the_service_serves(app):
     assert TestClient(app).get("/openapi.json").json() == openapi.current_spec()
+
+
+def _pool_gauges(app) -> dict[tuple[str, str], float]:
+    text = TestClient(app).get("/metrics").text
+    found = re.findall(r'context_store_db_pool_(\w+)\{pool="(\w+)"\} ([0-9.e+-]+)', text)
+    return {(pool, gauge): float(value) for gauge, pool, value in found}
+
+
+def test_metrics_report_each_connection_pool_as_it_is_when_scraped(app, backend):
+    gauges = _pool_gauges(app)
+    if backend.name == "sqlite":
+        assert gauges[("writer", "size")] == 1
+        pool, engine = "reader", app.state.database.reader
+    else:
+        assert {name for name, _ in gauges} == {"shared"}
+        pool, engine = "shared", app.state.database.reader
+    size = int(gauges[(pool, "size")])
+    assert gauges[(pool, "checked_out")] == 0 and gauges[(pool, "overflow")] == 0
+
+    connections = [engine.connect() for _ in range(size + 1)]
+    try:
+        held = _pool_gauges(app)
+    finally:
+        for connection in connections:
+            connection.close()
+    assert held[(pool, "checked_out")] == size + 1
+    assert held[(pool, "overflow")] == 1
+    assert held[(pool, "checked_in")] == 0
+
+    released = _pool_gauges(app)
+    assert released[(pool, "checked_out")] == 0 and released[(pool, "overflow")] == 0
+    assert released[(pool, "checked_in")] == size
+
+
+def test_metrics_count_requests_in_flight(app):
+    text = TestClient(app).get("/metrics").text
+    # The scrape itself is the one GET in flight while the page is written.
+    assert 'context_store_http_requests_in_progress{method="GET"} 1.0' in text

@@ -1,0 +1,142 @@
+"""Structured logs: one JSON object per line on stderr, and one line per request.
+
+The formatter is a few lines of our own rather than python-json-logger: it needs only
+``json.dumps`` of the record's fields, and owning it keeps the field names (``ts``, ``level``,
+``logger``, ``message``, then whatever the call passed in ``extra``) fixed in one place.
+
+Each request gets an id: the client's ``X-Request-ID`` when it is a sane token, else a new one.
+It is echoed in the response and carried by every line logged while the request runs. The
+request line holds the route template, never the path or query string (which may carry
+secrets or names), and never a body or a header other than the id.
+"""
+
+import json
+import logging
+import logging.config
+import re
+import time
+import uuid
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.metrics import route_template
+
+REQUEST_ID_HEADER = "X-Request-ID"
+# Letters, digits and a few separators, as UUIDs, ULIDs and trace ids are: nothing that could
+# forge a log line or smuggle a header.
+_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+
+access_log = logging.getLogger("context_store.access")
+
+# What every LogRecord has; anything else on a record came from ``extra`` and is logged.
+_RECORD_ATTRIBUTES = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# uvicorn passes a coloured copy of its messages for terminals.
+_DROPPED = frozenset({"color_message"})
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        current = request_id.get()
+        if current is not None:
+            entry["request_id"] = current
+        for key, value in vars(record).items():
+            if key not in _RECORD_ATTRIBUTES and key not in _DROPPED:
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def logging_config(level: str = "INFO") -> dict[str, Any]:
+    """A ``dictConfig`` that sends every logger (uvicorn's, alembic's, ours) through the JSON
+    formatter on stderr. uvicorn's access log is left without a handler: ours replaces it."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter}},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": level},
+        "loggers": {
+            "uvicorn": {"handlers": [], "propagate": True},
+            "uvicorn.error": {"handlers": [], "propagate": True},
+            "uvicorn.access": {"handlers": [], "propagate": False},
+            "alembic": {"handlers": [], "propagate": True},
+        },
+    }
+
+
+def configure_logging(level: str = "INFO") -> None:
+    logging.config.dictConfig(logging_config(level))
+
+
+def _request_id_from(scope: Scope) -> str:
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            if _SANE_REQUEST_ID.fullmatch(candidate):
+                return candidate
+            break
+    return uuid.uuid4().hex
+
+
+class RequestLogMiddleware:
+    """Gives each request its id and logs one line when it ends."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        current = _request_id_from(scope)
+        token = request_id.set(current)
+        status = 500
+
+        async def send_with_request_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = current
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_request_id)
+        finally:
+            self._log(scope, status, time.perf_counter() - started)
+            request_id.reset(token)
+
+    @staticmethod
+    def _log(scope: Scope, status: int, seconds: float) -> None:
+        method, route = scope["method"], route_template(scope)
+        fields: dict[str, Any] = {
+            "method": method,
+            "route": route,
+            "status": status,
+            "duration_ms": round(seconds * 1000, 3),
+        }
+        # Set by the authentication dependency once the key is known.
+        tenant = scope.get("state", {}).get("tenant")
+        if tenant is not None:
+            fields["tenant"] = tenant
+        level = logging.ERROR if status >= 500 else logging.INFO
+        access_log.log(level, "%s %s %d", method, route, status, extra=fields)
