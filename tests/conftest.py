@@ -177,3 +177,19 @@ def other_client(app: FastAPI) -> TestClient:
 @pytest.fixture
 def project() -> str:
     return "proj-" + secrets.token_hex(4)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The figures the reliability tests record (``user_properties``), summed over the run."""
+    totals: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "teardown":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if isinstance(value, int):
+                    totals[name] = totals.get(name, 0) + value
+    if totals:
+        terminalreporter.section("reliability figures")
+        for name, value in sorted(totals.items()):
+            terminalreporter.write_line(f"{name}: {value}")
