@@ -74,9 +74,7 @@ def _snapshot() -> dict[str, Any]:
 def _context() -> dict[str, Any]:
     template = golden_bytes("sdd-context-template.json").decode()
     template = template.replace("{{feature_name}}", FEATURE)
-    document: dict[str, Any] = json.loads(
-        template.replace("{{timestamp}}", "2025-10-16T08:00:00Z")
-    )
+    document: dict[str, Any] = json.loads(template.replace("{{timestamp}}", "2025-10-16T08:00:00Z"))
     document["current_phase"] = MARKER
     return document
 
