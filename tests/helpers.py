@@ -1,12 +1,17 @@
 """Assertions and builders the tests share."""
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 GOLDEN = Path(__file__).parent / "formats" / "golden"
+
+# How many times over the reliability tests run their generated cases and their load:
+# 1 in the suite, more under `make soak`.
+SOAK = max(1, int(os.environ.get("CONTEXT_STORE_SOAK", "1")))
 
 
 def golden_bytes(name: str) -> bytes:

@@ -3,8 +3,8 @@
 Each operation gets generated requests, valid and invalid (seeded and derandomized, so a run
 is repeatable), sent through the ASGI app with a key of every scope. Every response must be
 documented (status, content type, body schema, headers), no response may be a 5xx, and every
-error must be a problem+json document. ``CONTEXT_STORE_FUZZ_EXAMPLES`` sets the examples per
-operation: the suite uses a few, ``make soak`` many more.
+error must be a problem+json document. The suite sends a dozen examples per operation and
+mode; ``make soak`` (``CONTEXT_STORE_SOAK``) many times more.
 
 Not checked: that every request the schema allows is accepted. The schema says what JSON a
 route takes, not the formats' own rules (a save's required fields, an opaque cursor handed out
@@ -13,7 +13,6 @@ by a list), which the routes enforce with 422s the checks below see as documente
 
 import gzip
 import json
-import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from app.core.errors import PROBLEM_MEDIA_TYPE, PROBLEM_TYPE_PREFIX
 from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import Backend, create_key, make_settings
+from tests.helpers import SOAK
 
-EXAMPLES = int(os.environ.get("CONTEXT_STORE_FUZZ_EXAMPLES", "12"))
+EXAMPLES = 12 * SOAK
 
 CONFIG = SchemathesisConfig.from_dict(
     {
