@@ -2,9 +2,9 @@
 
 FastAPI documents a route's own responses and a 422 in its own (non-problem) shape. Every error
 here is ``application/problem+json``, and which ones a route can give follows from what it
-takes: a key (401, 403, and 503 when the database is busy), path names (404), parameters or a
-body (422), a body (400, 413, 415), and a change (409, 412). Declaring them from those facts
-keeps every route, present and future, documented the same way.
+takes: a key (401, 403, 422 for its parameters, and 503 when the database is busy), path names
+(404), a body (400, 413, 415), and a change (409, 412). They are read from each operation of the
+generated document, so every route, present and future, is documented the same way.
 """
 
 from typing import Any
@@ -76,8 +76,10 @@ def add_problem_responses(spec: dict[str, Any]) -> None:
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             for status in sorted(problem_statuses(path, method, operation)):
-                # FastAPI's own 422 (HTTPValidationError) is replaced: every 422 is a Problem.
-                responses[str(status)] = _problem(status)
+                # A route's own declaration stays; FastAPI's 422 (HTTPValidationError) does
+                # not: every 422 is a Problem.
+                if status == 422 or str(status) not in responses:
+                    responses[str(status)] = _problem(status)
     schemas = spec.setdefault("components", {}).setdefault("schemas", {})
     schemas["Problem"] = PROBLEM_SCHEMA
     schemas.pop("HTTPValidationError", None)
