@@ -33,7 +33,7 @@ def api_routes(app: FastAPI) -> list[Route]:
     for context in routing.iter_route_contexts(app.routes):
         if isinstance(context.original_route, APIRoute) and context.path_format.startswith("/v1"):
             found |= {(method, context.path_format) for method in context.methods or ()}
-    return sorted(found - {("HEAD", path) for _, path in found})
+    return sorted(found)
 
 
 def is_write(route: Route) -> bool:
