@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_WORKERS ?= 2
 
-.PHONY: install run migrate test container-test lint openapi openapi-check bench clean
+.PHONY: install run migrate test container-test soak lint openapi openapi-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,15 @@ test: install
 # it; validate docker-compose.yml; hadolint. Installs podman & co. when missing (needs root).
 container-test: install
 	bash .ci/container-test
+
+# The reliability tests' long variants: CONTEXT_STORE_SOAK times the fuzzing examples, the
+# property examples, the crash test's load and the concurrent rounds.
+SOAK ?= 10
+SOAK_TESTS := tests/platform/test_fuzz.py tests/platform/test_crash_safety.py \
+	tests/platform/test_concurrency.py tests/saves/test_redaction_properties.py
+
+soak: install
+	CONTEXT_STORE_SOAK=$(SOAK) $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS) $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check app migrations tests

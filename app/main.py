@@ -19,6 +19,7 @@ from app.core.json import FastJSONResponse
 from app.core.logs import RequestLogMiddleware
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
+from app.core.problem_docs import document_problems
 from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ):
         app.include_router(router)
     install_docs(app)
+    document_problems(app)
 
     app.add_middleware(
         GZipMiddleware,

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
@@ -29,6 +30,10 @@ from app.core.migrations import upgrade
 from app.core.security import Scope
 from app.keys import service as keys
 from app.main import create_app
+
+# Property tests are repeatable: derandomized, with no example database carried between runs.
+hypothesis_settings.register_profile("suite", derandomize=True, database=None, deadline=None)
+hypothesis_settings.load_profile("suite")
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CONTEXT_STORE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -177,3 +182,19 @@ def other_client(app: FastAPI) -> TestClient:
 @pytest.fixture
 def project() -> str:
     return "proj-" + secrets.token_hex(4)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The figures the reliability tests record (``user_properties``), summed over the run."""
+    totals: dict[str, int] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) != "teardown":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if isinstance(value, int):
+                    totals[name] = totals.get(name, 0) + value
+    if totals:
+        terminalreporter.section("reliability figures")
+        for name, value in sorted(totals.items()):
+            terminalreporter.write_line(f"{name}: {value}")

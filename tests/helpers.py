@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,10 @@ from typing import Any
 import httpx
 
 GOLDEN = Path(__file__).parent / "formats" / "golden"
+
+# How many times over the reliability tests run their generated cases and their load:
+# 1 in the suite, more under `make soak`.
+SOAK = max(1, int(os.environ.get("CONTEXT_STORE_SOAK", "1")))
 
 
 def golden_bytes(name: str) -> bytes:

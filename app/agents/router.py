@@ -38,7 +38,8 @@ MEMORY_LIST = {
         "description": "A page of items, oldest first; with `Accept: application/x-ndjson`, "
         "the whole JSONL file.",
         "content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
-    }
+    },
+    304: {"description": "Unchanged (If-None-Match, for the JSONL file)."},
 }
 APPEND_BODY = raw_body(
     "application/json",

@@ -1,7 +1,7 @@
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from app.formats.agent_memory import MemoryKind
 
@@ -39,13 +39,13 @@ class AppendReceipt(BaseModel):
 
 class RestoreRequest(BaseModel):
     system_prompt: str = Field(description="The agent's processed system prompt.")
-    max_episodic: int = Field(
+    max_episodic: StrictInt = Field(
         default=3, ge=0, le=MAX_RESTORE_ITEMS, description="Most recent episodic items."
     )
-    max_semantic: int = Field(
+    max_semantic: StrictInt = Field(
         default=20, ge=0, le=MAX_RESTORE_ITEMS, description="Most recent semantic items."
     )
-    raw_tail_turns: int = Field(
+    raw_tail_turns: StrictInt = Field(
         default=4, ge=0, le=MAX_RESTORE_ITEMS, description="Most recent turns of raw traces."
     )
 

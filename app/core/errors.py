@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.core.json import dumps
 from app.formats.errors import FormatError, MalformedDocument
@@ -184,6 +185,20 @@ def _database_problem(exc: OperationalError | PoolTimeoutError) -> Problem | Non
     return None
 
 
+def allowed_methods(request: Request) -> str:
+    """RFC 9110's ``Allow`` for a 405: every method of the resource, not only those of the first
+    route whose path matched (a resource's GET and DELETE are separate routes)."""
+    path_format: str | None = None
+    methods: set[str] = set()
+    for route in routing.iter_route_contexts(request.app.routes):
+        if route.matches(request.scope)[0] is Match.NONE:
+            continue
+        path_format = path_format or route.path_format
+        if route.path_format == path_format:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, Problem)
@@ -203,6 +218,8 @@ def install_error_handlers(app: FastAPI) -> None:
         else:
             problem = problem_class(str(exc.detail))
         problem.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            problem.headers["Allow"] = allowed_methods(request)
         return problem_response(problem, request)
 
     async def on_format(request: Request, exc: Exception) -> Response:

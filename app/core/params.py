@@ -20,7 +20,18 @@ def _utc_instant(moment: datetime) -> datetime:
     return converted
 
 
-UTCInstant = Annotated[datetime, AfterValidator(_utc_instant)]
+def _not_a_number(value: object) -> object:
+    # Pydantic would read "1.5" as unix seconds; the contract's instants are ISO 8601.
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return value
+        raise ValueError("must be an ISO 8601 date-time, not a number")
+    return value
+
+
+UTCInstant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_utc_instant)]
 """An ISO 8601 date-time in a query; one without a zone is UTC."""
 
 

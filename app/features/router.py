@@ -1,5 +1,4 @@
 import json
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -10,6 +9,7 @@ from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit, Page
+from app.core.params import UTCInstant
 from app.core.responses import document_response
 from app.features import breaker, service
 from app.features.models import FeatureContext
@@ -122,7 +122,11 @@ def list_features(
     return Page(items=[_summary(c) for c in contexts], next_cursor=next_cursor)
 
 
-@router.get("/features/{feature}/context", response_class=Response, responses=CONTEXT_FILE)
+@router.get(
+    "/features/{feature}/context",
+    response_class=Response,
+    responses=CONTEXT_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+)
 def export_context(
     project: ProjectName,
     feature: FeatureName,
@@ -240,15 +244,13 @@ def list_handovers(
     from_agent: Annotated[str | None, _column_text("Notes from this agent.")] = None,
     feature_id: Annotated[str | None, _column_text("Notes of this feature.")] = None,
     since: Annotated[
-        datetime | None, Query(description="Notes with `timestamp` at or after this.")
+        UTCInstant | None, Query(description="Notes with `timestamp` at or after this.")
     ] = None,
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Response:
     """Handover notes across the project's features, newest `timestamp` first; filters
     `to_agent`, `from_agent`, `feature_id`, `since`."""
-    if since is not None and since.tzinfo is None:
-        since = since.replace(tzinfo=UTC)
     rows, next_cursor = service.list_handovers(
         session,
         principal.tenant,

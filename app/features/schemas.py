@@ -1,7 +1,7 @@
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from app.core.identifiers import IDENTIFIER_PATTERN
 from app.features.breaker import OUTCOMES
@@ -68,7 +68,7 @@ class ReviewCreate(BaseModel):
     )
     outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
     rejecting_agents: list[str] = Field(default_factory=list)
-    issues_count: int = Field(default=0, ge=0, le=feature_context.INT64_MAX)
+    issues_count: StrictInt = Field(default=0, ge=0, le=feature_context.INT64_MAX)
 
 
 class BreakerChange(BaseModel):

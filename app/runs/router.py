@@ -1,8 +1,9 @@
 from fastapi import APIRouter, Request, Response
 
-from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import require_if_match, require_if_none_match
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.errors import FieldError, InvalidContent
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
@@ -129,6 +130,7 @@ def load_state(
     project: ProjectName,
     run: RunName,
     raw: RawBody,
+    request: Request,
     session: WriteSession,
     principal: Writer,
     idempotency: IdempotencyDep,
@@ -136,6 +138,13 @@ def load_state(
     """atari's own load, for a file from disk (any bytes): version 2 is stored, version 1
     migrated to 2; a missing or zero version, a future version or bytes atari cannot read are
     kept verbatim as the backup and the state starts fresh. `outcome` says which."""
+    if media_type_of(request) is None:
+        # No body at all (one without a type is a 415 already): not an empty file, which
+        # would reset the state, but no file. An empty file is an empty body with a type.
+        raise InvalidContent(
+            "state:load takes the file's bytes as the body.",
+            errors=[FieldError("", "a body with a Content-Type is required")],
+        )
     if (replayed := idempotency.replay()) is not None:
         return replayed
     result = service.load_state(session, principal.tenant, project, run, raw)

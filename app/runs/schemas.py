@@ -6,6 +6,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
     StrictInt,
     field_validator,
     model_validator,
@@ -98,7 +99,9 @@ class IterationEnd(BaseModel):
     outcome: Literal["completed", "failed"]
     error: Text | None = Field(default=None, description="For `failed`: the entry's `last_error`.")
     session_id: Text | None = Field(default=None, min_length=1, max_length=256)
-    cost: float = Field(default=0.0, ge=0, allow_inf_nan=False, description="USD, added once.")
+    cost: StrictFloat = Field(
+        default=0.0, ge=0, allow_inf_nan=False, description="USD, added once."
+    )
     turns: StrictInt = Field(default=0, ge=0, le=MAX_INT64, description="Added once per session.")
 
     @model_validator(mode="after")

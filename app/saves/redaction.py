@@ -12,6 +12,12 @@ from typing import Any
 
 MARKER = "[REDACTED:{kind}]"
 
+# Where a token starts and ends: not next to an ASCII letter or digit. Not ``\b``, which is
+# Unicode-aware: a key glued to "é" or "密钥" (text without spaces) would escape it. Patterns
+# scope IGNORECASE to their words, which would otherwise let "ı" or "K" (Kelvin) count as ASCII.
+_START = r"(?<![A-Za-z0-9])"
+_END = r"(?![A-Za-z0-9])"
+
 _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "private_key",
@@ -21,11 +27,11 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
             re.DOTALL,
         ),
     ),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("jwt", re.compile(_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     (
         "api_key",
         re.compile(
-            r"\b(?:"
+            _START + r"(?:"
             r"sk-ant-[A-Za-z0-9_-]{20,}"  # Anthropic
             r"|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"  # OpenAI
             r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}"  # GitHub
@@ -42,16 +48,19 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "cloud_access_key",
         re.compile(
-            r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b"  # AWS key ids
-            r"|(?i:aws_secret_access_key|aws_session_token)\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{16,}"
+            _START
+            + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}"
+            + _END  # AWS key ids
+            + r"|(?i:aws_secret_access_key|aws_session_token)\s*[:=]\s*[\"']?[A-Za-z0-9/+=]{16,}"
             r"|(?i:AccountKey|SharedAccessKey)=[A-Za-z0-9+/=]{20,}"  # Azure
         ),
     ),
-    ("bearer_token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/-]{12,}=*")),
+    ("bearer_token", re.compile(_START + r"(?i:bearer)\s+[A-Za-z0-9._~+/-]{12,}=*")),
     (
         "password",
         re.compile(
-            r"(?i)\b(?:password|passwd|pwd|pass|secret|client_secret|api[_-]?key|access[_-]?token"
+            _START
+            + r"(?i:password|passwd|pwd|pass|secret|client_secret|api[_-]?key|access[_-]?token"
             r"|auth[_-]?token)\b(\s*[:=]\s*)"
             r"(?!\[REDACTED:)(\"[^\"\n]+\"|'[^'\n]+'|[^\s,;\"'}\]]+)"
         ),

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 
 from app.core.params import INT64_MAX
 
@@ -35,7 +35,7 @@ class SaveSummary(BaseModel):
 
 
 class PruneRequest(BaseModel):
-    keep_latest: int = Field(
+    keep_latest: StrictInt = Field(
         ge=0, le=INT64_MAX, description="How many of the newest saves to keep."
     )
 

@@ -24,6 +24,17 @@ def test_ids_beyond_64_bits_are_422(client, project, save_id):
     assert_problem(client.post(f"{base}/resume"), 422)
 
 
+@pytest.mark.parametrize("keep_latest", [False, True, "0", 1.0])
+def test_a_prune_count_that_is_not_an_integer_is_422_and_prunes_nothing(
+    client, project, keep_latest
+):
+    """Found by the fuzzer: `false` passed as 0 and deleted every save."""
+    import_save(client, project, seed_save())
+    url = f"/v1/projects/{project}/saves:prune"
+    assert_problem(client.post(url, json={"keep_latest": keep_latest}), 422)
+    assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
+
+
 def test_a_prune_count_beyond_64_bits_is_422(client, project):
     import_save(client, project, seed_save())
     url = f"/v1/projects/{project}/saves:prune"
@@ -53,6 +64,24 @@ def test_tampered_cursors_are_422(client, project, values):
 def test_instants_outside_utc_are_422_in_queries(client, project, moment):
     import_save(client, project, seed_save())
     response = client.get(f"/v1/projects/{project}/saves", params={"since": moment})
+    body = assert_problem(response, 422)
+    assert body["errors"][0]["path"] == "query.since"
+
+
+@pytest.mark.parametrize("moment", ["0.5", "1700000000", "-1", "1e9"])
+@pytest.mark.parametrize("route", ["saves", "handovers"])
+def test_numbers_are_not_instants_in_queries(client, project, moment, route):
+    """Found by the fuzzer: a number was read as unix seconds where ISO 8601 is documented."""
+    import_save(client, project, seed_save())
+    response = client.get(f"/v1/projects/{project}/{route}", params={"since": moment})
+    body = assert_problem(response, 422)
+    assert body["errors"][0]["path"] == "query.since"
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])
+def test_handover_instants_outside_utc_are_422(client, project, moment):
+    import_save(client, project, seed_save())
+    response = client.get(f"/v1/projects/{project}/handovers", params={"since": moment})
     body = assert_problem(response, 422)
     assert body["errors"][0]["path"] == "query.since"
 

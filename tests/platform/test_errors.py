@@ -16,6 +16,38 @@ def test_wrong_method_is_a_405_problem(client):
     assert_problem(client.put("/healthz"), 405)
 
 
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/v1/projects/p", "DELETE, GET"),
+        ("/v1/projects/p/saves", "GET, POST"),
+        ("/v1/projects/p/runs/r/state", "GET, PATCH, PUT"),
+        ("/v1/projects/p/memory/decisions/d", "DELETE, GET, PATCH"),
+    ],
+)
+def test_a_405_allows_every_method_of_the_resource(client, path, allowed):
+    """Found by the fuzzer: Allow named the methods of the first route that matched alone."""
+    response = client.options(path)
+    assert_problem(response, 405)
+    assert response.headers["allow"] == allowed
+
+
+def test_the_openapi_document_declares_each_operations_problems(app):
+    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    operations = app.openapi()["paths"]
+    for path, methods in operations.items():
+        for method, operation in methods.items():
+            declared = operation["responses"]
+            if not operation.get("security"):
+                continue
+            expected = {"401", "403", "422", "503"} | ({"404"} if "{" in path else set())
+            if "requestBody" in operation:
+                expected |= {"400", "413", "415"}
+            for status in expected:
+                assert declared[status]["content"] == problem, (method, path, status)
+    assert "HTTPValidationError" not in app.openapi()["components"]["schemas"]
+
+
 def test_malformed_json_is_a_400_problem(client, project):
     for route in (f"/v1/projects/{project}/saves", f"/v1/projects/{project}/saves:prune"):
         response = client.post(

@@ -188,6 +188,15 @@ def test_load_keeps_what_it_cannot_use_as_the_exact_backup_and_resets(
     assert atari_state.is_rfc3339(state["updated_at"]) and state["updated_at"].endswith("Z")
 
 
+def test_a_load_without_a_body_is_422_and_keeps_the_state(client, project):
+    """Found by the fuzzer: no body at all was loaded as an empty file, resetting the run."""
+    _put(client, project, golden_bytes(SEED))
+    before = client.get(_url(project)).content
+    assert_problem(client.post(_url(project, suffix="/state:load")), 422)
+    assert client.get(_url(project)).content == before
+    assert client.get(_url(project, suffix="/state/backup")).status_code == 404
+
+
 def test_a_later_good_load_keeps_the_backup(client, project):
     _load(client, project, b"garbage")
     _load(client, project, golden_bytes(SEED))

@@ -1,0 +1,99 @@
+"""The problem responses each route can give, declared in the OpenAPI document.
+
+FastAPI documents a route's own responses and a 422 in its own (non-problem) shape. Every error
+here is ``application/problem+json``, and which ones a route can give follows from what it
+takes: a key (401, 403, 422 for its parameters, and 503 when the database is busy), path names
+(404), a body (400, 413, 415), and a change (409, 412). They are read from each operation of the
+generated document, so every route, present and future, is documented the same way.
+"""
+
+from typing import Any
+
+from fastapi import FastAPI
+
+from app.core.errors import PROBLEM_MEDIA_TYPE
+
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "An RFC 9457 problem.",
+    "type": "object",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string", "description": "`urn:context-store:problem:<slug>`"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "instance": {"type": "string"},
+        "errors": {
+            "type": "array",
+            "description": "For 422: each fault, `path` a JSON Pointer into the body or "
+            "`query.<name>`, `path.<name>`, `header.<name>`.",
+            "items": {
+                "type": "object",
+                "required": ["path", "message"],
+                "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+}
+
+_WHEN = {
+    400: "The body is not well-formed (JSON, gzip).",
+    401: "No valid API key.",
+    403: "The key lacks the scope this route needs.",
+    404: "No such resource for this tenant.",
+    409: "The change conflicts with the resource's state or a concurrent change.",
+    412: "`If-Match` or `If-None-Match` did not hold (where the route honours them).",
+    413: "The body is over this route's size limit.",
+    415: "A media type or `Content-Encoding` this route does not take.",
+    422: "The request breaks the contract; `errors` lists each fault.",
+    503: "The database is busy or unreachable; retry after `Retry-After` seconds.",
+}
+_WRITE_METHODS = {"post", "put", "patch", "delete"}
+
+
+def _problem(status: int) -> dict[str, Any]:
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {"description": _WHEN[status], "content": {PROBLEM_MEDIA_TYPE: {"schema": schema}}}
+
+
+def problem_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int]:
+    """What the operation can answer with, read from the operation itself."""
+    if not operation.get("security"):
+        return set()
+    statuses = {401, 403, 422, 503}
+    if "{" in path:
+        statuses.add(404)
+    if "requestBody" in operation:
+        statuses |= {400, 413, 415}
+    if method in _WRITE_METHODS:
+        statuses |= {409, 412}
+    return statuses
+
+
+def add_problem_responses(spec: dict[str, Any]) -> None:
+    for path, operations in spec.get("paths", {}).items():
+        for method, operation in operations.items():
+            responses = operation.setdefault("responses", {})
+            for status in sorted(problem_statuses(path, method, operation)):
+                # A route's own declaration stays; FastAPI's 422 (HTTPValidationError) does
+                # not: every 422 is a Problem.
+                if status == 422 or str(status) not in responses:
+                    responses[str(status)] = _problem(status)
+    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Problem"] = PROBLEM_SCHEMA
+    schemas.pop("HTTPValidationError", None)
+    schemas.pop("ValidationError", None)
+
+
+def document_problems(app: FastAPI) -> None:
+    """Make ``app.openapi()`` declare each route's problem responses."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = generate()
+        if "Problem" not in spec.get("components", {}).get("schemas", {}):
+            add_problem_responses(spec)  # once: FastAPI caches the document it returns
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

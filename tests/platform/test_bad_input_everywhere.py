@@ -1,0 +1,232 @@
+"""Bad input on every route that takes it: a clear 4xx problem each time, and nothing stored
+changes (everything the owner can read is compared before and after).
+
+`POST .../runs/{run}/state:load` is left out of the malformed-JSON cases: by the contract it
+takes any bytes at all (what is not a state is kept verbatim as the backup).
+"""
+
+import gzip
+import json
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app.core.migrations import upgrade
+from app.main import create_app
+from tests.conftest import client_for, create_key, make_settings
+from tests.helpers import assert_problem
+from tests.platform.world import (
+    WRITES,
+    P,
+    World,
+    api_routes,
+    populate,
+    readable_state,
+    send,
+)
+
+LOAD = ("POST", P + "/runs/{run}/state:load")
+BODY_ROUTES = sorted(route for route, request in WRITES.items() if "content" in request)
+JSON_ROUTES = [
+    route
+    for route in BODY_ROUTES
+    if route != LOAD and WRITES[route]["headers"]["Content-Type"] == "application/json"
+]
+
+
+def assert_refused(response, *statuses: int) -> None:
+    assert response.status_code in statuses, response.text
+    assert_problem(response, response.status_code)
+
+
+@pytest.fixture
+def world(client, project) -> World:
+    return populate(client, project)
+
+
+@pytest.fixture
+def unchanged(app, client, world) -> Iterator[None]:
+    """The test's requests change nothing the owner can read."""
+    routes = api_routes(app)
+    before = readable_state(client, world, routes)
+    yield
+    assert readable_state(client, world, routes) == before
+
+
+def _json_with(route, replace: bytes, by: bytes) -> bytes:
+    return WRITES[route]["content"].replace(replace, by, 1)
+
+
+MALFORMED = {
+    "nested arrays": lambda route: b"[" * 5000 + b"]" * 5000,
+    "nested objects": lambda route: b'{"a":' * 5000 + b"1" + b"}" * 5000,
+    "invalid UTF-8": lambda route: _json_with(route, b'"', b'"\xff\xfe'),
+    "raw NUL": lambda route: _json_with(route, b'"', b'"\x00'),
+    "cut short": lambda route: WRITES[route]["content"][:-2],
+    "not JSON": lambda route: b"key=value",
+    "empty": lambda route: b"",
+}
+
+
+def test_malformed_json_is_refused_everywhere(client, world, unchanged):
+    for case, make in MALFORMED.items():
+        for route in JSON_ROUTES:
+            response = send(client, world, route, content=make(route))
+            assert response.status_code in (400, 422), (case, route, response.text)
+            assert_problem(response, response.status_code)
+
+
+def test_a_number_beyond_any_float_is_refused_everywhere(client, world, unchanged):
+    """1e400 parses as infinity, which no document can give back as it was written."""
+    for route in JSON_ROUTES:
+        body = WRITES[route]["content"]
+        wrapped = b'{"n": 1e400, "v": ' + body + b"}" if body.startswith(b"{") else None
+        for content in filter(None, [b"1e400", b"[1e400]", wrapped]):
+            assert_refused(send(client, world, route, content=content), 400, 422)
+
+
+HUGE = 10**400
+COUNTS = {
+    ("POST", P + "/saves:prune"): {"keep_latest": HUGE},
+    ("POST", P + "/features/{feature}/reviews"): {
+        "phase": "design-l1",
+        "outcome": "REJECTED",
+        "issues_count": HUGE,
+    },
+    ("POST", P + "/agents/{agent}/restore"): {"system_prompt": "x", "max_episodic": HUGE},
+    ("POST", P + "/runs/{run}/iterations"): {"bead_id": "b", "attempt": HUGE},
+    ("POST", P + "/runs/{run}/iterations/end"): {
+        "bead_id": "b",
+        "outcome": "completed",
+        "turns": HUGE,
+    },
+}
+
+
+def test_counts_that_are_not_64_bit_integers_are_422(client, world, unchanged):
+    for value in (HUGE, -HUGE, 2**63, True, "1", 1.5):
+        for route, body in COUNTS.items():
+            body = {key: value if item == HUGE else item for key, item in body.items()}
+            content = json.dumps(body).encode()
+            assert_refused(send(client, world, route, content=content), 422)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        ("PUT", P + "/agents/{agent}/working-context-snapshot", b'"epoch_id": 4', b'"epoch_id": '),
+        ("PUT", P + "/runs/{run}/state", b'"iteration": 5', b'"iteration": '),
+        ("POST", P + "/memory/decisions", b'"timestamp": 1734604500000', b'"timestamp": '),
+    ],
+    ids=["snapshot epoch", "run iteration", "memory timestamp"],
+)
+def test_huge_numbers_in_indexed_document_fields_are_422(client, world, unchanged, document):
+    method, path, field, replacement = document
+    for value in (HUGE, -HUGE, 2**63):
+        content = _json_with((method, path), field, replacement + str(value).encode())
+        assert_refused(send(client, world, (method, path), content=content), 422)
+
+
+WRONG_MEDIA_TYPES = [
+    "text/plain",
+    "application/xml",
+    "multipart/form-data; boundary=x",
+    "application/jsonx",
+    None,
+]
+
+
+def test_wrong_media_types_are_415_everywhere(client, world, unchanged):
+    for content_type in WRONG_MEDIA_TYPES:
+        headers = {"Content-Type": content_type} if content_type else {}
+        for route in BODY_ROUTES:
+            assert_refused(send(client, world, route, headers=headers), 415)
+
+
+def test_unknown_content_codings_are_415_everywhere(client, world, unchanged):
+    for route in BODY_ROUTES:
+        headers = WRITES[route]["headers"] | {"Content-Encoding": "br"}
+        assert_refused(send(client, world, route, headers=headers), 415)
+
+
+# A literal ".." segment never reaches the server: clients remove dot segments (RFC 3986) and
+# send another, legitimate request. Encoded, it arrives as a name.
+BAD_NAMES = [
+    "..%2F..%2Fetc%2Fpasswd",
+    "%2e%2e",
+    "a%2Fb",
+    "a%5Cb",
+    "a%00b",
+    "%C3%A9t%C3%A9",  # été
+    "%E5%90%8D%E5%89%8D",  # 名前
+    "a%E2%80%AEb",  # right-to-left override
+    "x" * 129,
+    "-leading",
+]
+NAMED = ("project", "agent", "run", "feature")
+
+
+BAD_IDS = ["%2e%2e", "%2e%2e%2fx", "-1", "1e3", "%C3%A9", "0x10", "99" * 20]
+
+
+def _with_each(app, parameters: tuple[str, ...], values: list[str]):
+    """Every route with each of its ``parameters`` in turn set to each value."""
+    for route in api_routes(app):
+        for parameter in parameters:
+            if "{" + parameter + "}" in route[1]:
+                for value in values:
+                    yield (route[0], route[1].replace("{" + parameter + "}", value))
+
+
+def test_bad_identifiers_in_paths_are_4xx_everywhere(app, client, world, unchanged):
+    for route in _with_each(app, NAMED, BAD_NAMES):
+        assert_refused(send(client, world, route), 404, 405, 422)
+
+
+def test_bad_row_ids_and_file_names_are_4xx(app, client, world, unchanged):
+    for route in _with_each(app, ("save_id", "key_id", "name", "memory"), BAD_IDS):
+        assert_refused(send(client, world, route), 404, 405, 422)
+
+
+@pytest.fixture(scope="module")
+def small_app(backend) -> Iterator[FastAPI]:
+    """The app with 4 KiB limits (8 KiB for saves), on a database of its own."""
+    url = backend.new_database_url()
+    upgrade(url)
+    application = create_app(make_settings(url, max_body_bytes=4096, max_bulk_body_bytes=8192))
+    with TestClient(application):
+        yield application
+
+
+@pytest.fixture
+def small_client(small_app):
+    return client_for(small_app, create_key(small_app, "t-" + secrets.token_hex(6)))
+
+
+def _chunks(data: bytes) -> Iterator[bytes]:
+    for start in range(0, len(data), 1000):
+        yield data[start : start + 1000]
+
+
+def test_bodies_over_the_limit_are_413_everywhere(small_app, small_client, project):
+    world = populate(small_client, project)
+    routes = api_routes(small_app)
+    before = readable_state(small_client, world, routes)
+    for route in BODY_ROUTES:
+        limit = 8192 if route == ("POST", P + "/saves") else 4096
+        # Valid JSON, so that nothing but the size is wrong with it.
+        oversized = json.dumps({"pad": "x" * limit}).encode()
+        headers = WRITES[route]["headers"]
+        for request in (
+            {"content": oversized},  # Content-Length says so
+            {"content": _chunks(oversized)},  # chunked: counted as it arrives
+            {
+                "content": gzip.compress(oversized),
+                "headers": headers | {"Content-Encoding": "gzip"},
+            },
+        ):
+            assert_refused(send(small_client, world, route, **request), 413)
+    assert readable_state(small_client, world, routes) == before

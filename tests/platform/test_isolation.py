@@ -1,0 +1,65 @@
+"""Tenants are isolated on every route, and a read-only key changes nothing anywhere.
+
+The routes come from the app's routing table (tests/platform/world.py), so a new route is
+covered as soon as it exists, and a new write route fails here until it has a sample request.
+"""
+
+import secrets
+
+import pytest
+
+from app.core.security import Scope
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem
+from tests.platform.world import WRITES, api_routes, is_write, populate, readable_state, send
+
+
+@pytest.fixture
+def world(client, project):
+    return populate(client, project)
+
+
+def test_every_write_route_has_a_sample_request(app):
+    assert {route for route in api_routes(app) if is_write(route)} == set(WRITES)
+
+
+def _stranger(app):
+    """A tenant of its own for each request: nothing one request did can explain the next."""
+    return client_for(app, create_key(app, "t-" + secrets.token_hex(6)))
+
+
+def test_another_tenant_gets_404_everywhere_and_changes_nothing(app, client, world):
+    routes = api_routes(app)
+    before = readable_state(client, world, routes)
+    for route in routes:
+        stranger = _stranger(app)
+        response = send(stranger, world, route)
+        if "{" not in route[1]:  # the caller's own lists and keys
+            assert response.status_code in (200, 201), (route, response.text)
+            assert world.project not in response.text and world.key_id not in response.text
+        elif response.status_code == 404:
+            assert_problem(response, 404)
+        else:
+            # A write that creates: projects are per tenant, so it made the stranger's own.
+            assert is_write(route) and response.status_code in (200, 201), (route, response.text)
+            listed = stranger.get("/v1/projects").json()["items"]
+            assert [project["name"] for project in listed] == [world.project], route
+    assert readable_state(client, world, routes) == before
+
+
+def test_a_read_only_key_gets_403_on_every_write_and_changes_nothing(app, client, tenant, world):
+    routes = api_routes(app)
+    reader = client_for(app, create_key(app, tenant, Scope.read))
+    before = readable_state(client, world, routes)
+    for route in filter(is_write, routes):
+        assert_problem(send(reader, world, route), 403)
+    assert readable_state(client, world, routes) == before
+
+
+def test_a_read_only_key_reads_everything(app, client, tenant, world):
+    routes = api_routes(app)
+    reader = client_for(app, create_key(app, tenant, Scope.read))
+    readable = {route for route in routes if not is_write(route) and route[1] != "/v1/admin/keys"}
+    assert readable_state(reader, world, sorted(readable)) == readable_state(
+        client, world, sorted(readable)
+    )
