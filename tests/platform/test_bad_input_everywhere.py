@@ -211,12 +211,16 @@ def _chunks(data: bytes) -> Iterator[bytes]:
         yield data[start : start + 1000]
 
 
+# The routes of BulkBodyRoute: save files and archives.
+BULK_ROUTES = {("POST", P + "/saves"), ("POST", P + "/archive")}
+
+
 def test_bodies_over_the_limit_are_413_everywhere(small_app, small_client, project):
     world = populate(small_client, project)
     routes = api_routes(small_app)
     before = readable_state(small_client, world, routes)
     for route in BODY_ROUTES:
-        limit = 8192 if route == ("POST", P + "/saves") else 4096
+        limit = 8192 if route in BULK_ROUTES else 4096
         # Valid JSON, so that nothing but the size is wrong with it.
         oversized = json.dumps({"pad": "x" * limit}).encode()
         headers = WRITES[route]["headers"]

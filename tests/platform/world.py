@@ -14,7 +14,7 @@ import httpx
 from fastapi import FastAPI, routing
 from fastapi.routing import APIRoute
 
-from tests.helpers import golden_bytes, python_indent2, seed_save
+from tests.helpers import golden_bytes, python_indent2, seed_save, tar_gz
 
 AGENT = "agent-1"
 RUN = "run-1"
@@ -77,6 +77,12 @@ def _context() -> dict[str, Any]:
     document: dict[str, Any] = json.loads(template.replace("{{timestamp}}", "2025-10-16T08:00:00Z"))
     document["current_phase"] = MARKER
     return document
+
+
+def _context_bytes() -> bytes:
+    document = _context()
+    document["feature_id"] = "archived-feature"
+    return python_indent2(document)
 
 
 def _state() -> bytes:
@@ -145,6 +151,10 @@ WRITES: dict[Route, dict[str, Any]] = {
     ("PUT", P + "/memory/running-summary"): _json({"content": MARKER, "updatedAt": 1}),
     ("PUT", P + "/memory/files/{name}"): _json([_item("decisions")]),
     ("POST", P + "/memory/maintenance"): NO_BODY,
+    ("POST", P + "/archive"): {
+        "content": tar_gz({"features/archived-feature/context.json": _context_bytes()}),
+        "headers": {"Content-Type": "application/gzip"},
+    },
 }
 for _kind in ("decisions", "failures", "constraints"):
     WRITES[("POST", f"{P}/memory/{_kind}")] = _json(_item(_kind))
