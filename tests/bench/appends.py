@@ -1,13 +1,14 @@
 """Small appends against the framework ceiling: req/s (closed loop) and p50/p99 at a fixed rate
-(open loop), each next to the ceiling measured right before it in the same run."""
+(open loop), each next to the ceiling measured right before it in the same run; and the server's
+CPU time per request against the ceiling's, the ratio a busy machine disturbs least."""
 
 from typing import Any
 
 import httpx
 
 from tests.bench import documents
-from tests.bench.load import Call, closed_loop, open_loop
-from tests.bench.servers import Server
+from tests.bench.load import Call, Throughput, closed_loop, open_loop
+from tests.bench.servers import Server, cpu_seconds
 
 PROJECT = "bench"
 # Several features and runs share the load, as many agents would: one feature's context is
@@ -49,6 +50,13 @@ def prepare(server: Server, key: str) -> None:
             response.raise_for_status()
 
 
+def _with_cpu(server: Server, call: Call, seconds: float) -> tuple[Throughput, float]:
+    """A closed-loop pass, and the server's CPU seconds per request during it."""
+    before = cpu_seconds(server.pid)
+    result = closed_loop(server.url, call, seconds)
+    return result, (cpu_seconds(server.pid) - before) / max(1, result.requests)
+
+
 def run(
     backend: str, server: Server, ceiling: Server, key: str, seconds: float
 ) -> list[dict[str, Any]]:
@@ -57,8 +65,8 @@ def run(
     rows = []
     for name, call in calls(key).items():
         closed_loop(server.url, call, 1)  # warm-up: connections, caches, the planner
-        top = closed_loop(ceiling.url, ceiling_call, seconds)
-        measured = closed_loop(server.url, call, seconds)
+        top, top_cpu = _with_cpu(ceiling, ceiling_call, seconds)
+        measured, cpu = _with_cpu(server, call, seconds)
         rate = min(MAX_OPEN_LOOP_RATE, round(measured.rps * 0.5))
         top_latency = open_loop(ceiling.url, ceiling_call, rate, seconds)
         latency = open_loop(server.url, call, rate, seconds)
@@ -76,6 +84,9 @@ def run(
                 "p99_ms": round(latency.p99_ms, 2),
                 "ceiling_p50_ms": round(top_latency.p50_ms, 2),
                 "ceiling_p99_ms": round(top_latency.p99_ms, 2),
+                "cpu_ms": round(cpu * 1000, 3),
+                "ceiling_cpu_ms": round(top_cpu * 1000, 3),
+                "cpu_ratio": round(top_cpu / cpu, 3),
                 "errors": measured.errors + latency.errors,
                 "tool": measured.tool,
             }

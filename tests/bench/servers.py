@@ -211,3 +211,10 @@ def rss_bytes(pid: int) -> tuple[int, int]:
         if name in ("VmRSS", "VmHWM"):
             values[name] = int(rest.split()[0]) * 1024
     return values["VmRSS"], values["VmHWM"]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time ``pid`` has used: unlike wall time, barely moved by what
+    else the machine runs."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
