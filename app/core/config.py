@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     db_pool_size: int = Field(default=10, ge=1)
     db_pool_timeout_seconds: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
+    # How long a server remembers who an API key stands for (0: ask the database every time).
+    # A revoke through the API applies at once; through the command line, within this.
+    auth_cache_seconds: float = Field(default=5.0, ge=0)
 
     @field_validator("database_url")
     @classmethod
