@@ -53,5 +53,14 @@ openapi: install
 openapi-check: install
 	$(BIN)/python -m app.openapi check
 
+# Not part of `make test`: the benchmark suite, every figure a ratio to a ceiling measured in the
+# same run (see README, "Performance"). Needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust)
+# for its PostgreSQL half; installs wrk from Debian's packages when it can (root), and uses its
+# own httpx driver otherwise. BENCH_ARGS="--parts appends --backends sqlite" narrows a run.
+bench: install
+	@command -v wrk >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get install -y -qq wrk \
+		|| { apt-get update -qq && apt-get install -y -qq wrk; }; } >/dev/null 2>&1 || true
+	$(BIN)/python -m tests.bench $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) data .pytest_cache

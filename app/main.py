@@ -12,6 +12,7 @@ from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
 from app.core.config import Settings
 from app.core.db import Database, create_database
+from app.core.deps import PrincipalCache
 from app.core.docs import install_docs
 from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.principal_cache = PrincipalCache(settings.auth_cache_seconds)
     app.state.migration_head = head_revision()
     metrics = Metrics(engines=lambda: _engines(app))
     app.state.metrics = metrics

@@ -11,10 +11,9 @@ from typing import Annotated, Any
 from fastapi import Depends, Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope
 
-from app.core.deps import authenticate, current_principal
+from app.core.deps import authenticated, current_principal
 from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
 from app.formats import gzip as gzip_format
 
@@ -142,7 +141,7 @@ class ContextStoreRoute(APIRoute):
                 if self.authenticated:
                     # Who is asking comes first: an anonymous client gets its 401 before the
                     # server buffers or inflates anything it sent.
-                    await run_in_threadpool(authenticate, decoded)
+                    await authenticated(decoded)
                 media_type = media_type_of(request)
                 if not self.accepts(media_type):
                     raise UnsupportedMediaType(

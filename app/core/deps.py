@@ -1,16 +1,21 @@
 """The dependencies routes declare: settings, database sessions and the calling principal."""
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import AsyncIterator
 from typing import Annotated
 
+from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy import event
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.core.config import AuthMode, Settings
-from app.core.db import Database, session_scope
+from app.core.db import Database
 from app.core.errors import Forbidden, Unauthenticated
-from app.core.security import ALL_SCOPES, Principal, Scope
+from app.core.security import ALL_SCOPES, Principal, Scope, hash_key
 from app.keys.service import principal_for
 
 DEFAULT_TENANT = "default"
@@ -26,16 +31,45 @@ def get_database(request: Request) -> Database:
     return database
 
 
-def _read_session(request: Request) -> Iterator[Session]:
-    with get_database(request).read_session() as session:
+def _end(session: Session, commit: bool) -> None:
+    try:
+        if commit:
+            session.commit()
+        else:
+            session.rollback()
+    finally:
+        session.close()
+
+
+async def _ended(session: Session, commit: bool) -> None:
+    # As FastAPI ends a sync dependency: in a thread (commit and close may wait on the
+    # database), shielded from cancellation (a connection must go back to its pool), and
+    # outside the shared thread limit (a thread waiting for that limit while holding
+    # SQLite's only writer connection would stall every writer behind it).
+    with CancelScope(shield=True):
+        await to_thread.run_sync(_end, session, commit, limiter=CapacityLimiter(1))
+
+
+async def _read_session(request: Request) -> AsyncIterator[Session]:
+    # Async, so that opening the session costs no thread: it touches no connection until the
+    # route's first query, which runs in the route's own thread.
+    session = get_database(request).read_session()
+    try:
         yield session
+    finally:
+        await _ended(session, commit=False)
 
 
-def _write_session(request: Request) -> Iterator[Session]:
+async def _write_session(request: Request) -> AsyncIterator[Session]:
     # scope="function" below: the commit happens before the response is sent, so a client
     # never sees a 2xx for a change that then failed to commit.
-    with session_scope(get_database(request).write_session()) as session:
+    session = get_database(request).write_session()
+    try:
         yield session
+    except BaseException:
+        await _ended(session, commit=False)
+        raise
+    await _ended(session, commit=True)
 
 
 ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
@@ -54,9 +88,60 @@ def _presented_key(request: Request) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
-def authenticate(request: Request) -> Principal:
-    """The principal the request acts as (401 without a valid key), looked up once per request:
-    the route class calls this before reading a body, the dependency below reuses it."""
+class PrincipalCache:
+    """Who a key stands for (by its hash), remembered for ``ttl`` seconds, so that a request
+    with a known key needs neither the database nor a thread to authenticate.
+
+    A revoke through the API forgets the key when it commits. A revoke through the command
+    line (another process) reaches a running server within ``ttl`` seconds. Unknown keys are
+    never remembered, so a new key works at once.
+    """
+
+    def __init__(self, ttl: float, size: int = 4096) -> None:
+        self.ttl = ttl
+        self.size = size
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+        # Bumped by every forget: a lookup that started before a revoke committed must not
+        # put the key back.
+        self.generation = 0
+
+    def get(self, key_hash: str) -> Principal | None:
+        entry = self._entries.get(key_hash)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key_hash: str, principal: Principal, generation: int) -> None:
+        if self.ttl <= 0:
+            return
+        with self._lock:
+            if generation != self.generation:
+                return
+            if len(self._entries) >= self.size:
+                self._entries.pop(next(iter(self._entries)))
+            self._entries[key_hash] = (time.monotonic() + self.ttl, principal)
+
+    def forget(self, key_hash: str) -> None:
+        with self._lock:
+            self.generation += 1
+            self._entries.pop(key_hash, None)
+
+
+def principal_cache(request: Request) -> PrincipalCache:
+    cache: PrincipalCache = request.app.state.principal_cache
+    return cache
+
+
+def forget_key_on_commit(request: Request, session: Session, key_hash: str) -> None:
+    """A revoked key stops working once its revoke commits (not before: the revoke may fail)."""
+    cache = principal_cache(request)
+    event.listen(session, "after_commit", lambda _session: cache.forget(key_hash), once=True)
+
+
+def _known_principal(request: Request) -> Principal | None:
+    """The principal when no database is needed: this request's, auth off, or a cached key.
+    Raises 401 when no key is presented."""
     cached: Principal | None = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
@@ -66,27 +151,54 @@ def authenticate(request: Request) -> Principal:
         secret = _presented_key(request)
         if not secret:
             raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
-        with get_database(request).read_session() as session:
-            found = principal_for(session, secret)
+        found = principal_cache(request).get(hash_key(secret))
         if found is None:
-            raise Unauthenticated("The API key is unknown or revoked.")
+            return None
         principal = found
+    return _remember(request, principal)
+
+
+def _remember(request: Request, principal: Principal) -> Principal:
     request.state.principal = principal
     request.state.tenant = principal.tenant  # for the request log (app/core/logs.py)
     return principal
 
 
-def current_principal(
+def authenticate(request: Request) -> Principal:
+    """The principal the request acts as (401 without a valid key), looked up once per request:
+    the route class calls this before reading a body, the dependency below reuses it. May
+    query the database: call it from a thread (or use ``authenticated``)."""
+    known = _known_principal(request)
+    if known is not None:
+        return known
+    secret = _presented_key(request)
+    assert secret is not None, "_known_principal refuses a request without a key"
+    cache = principal_cache(request)
+    generation = cache.generation
+    with get_database(request).read_session() as session:
+        found = principal_for(session, secret)
+    if found is None:
+        raise Unauthenticated("The API key is unknown or revoked.")
+    cache.put(hash_key(secret), found, generation)
+    return _remember(request, found)
+
+
+async def authenticated(request: Request) -> Principal:
+    """``authenticate`` without a thread when the principal is already known."""
+    return _known_principal(request) or await run_in_threadpool(authenticate, request)
+
+
+async def current_principal(
     request: Request,
     # Declared so that OpenAPI (and Swagger UI's "Authorize") shows both ways to send a key.
     _bearer_scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     _api_key_scheme: Annotated[str | None, Depends(_api_key_header)],
 ) -> Principal:
-    return authenticate(request)
+    return await authenticated(request)
 
 
 def _requires(scope: Scope) -> object:
-    def dependency(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    async def dependency(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
         if scope not in principal.scopes:
             raise Forbidden(f"This key lacks the {scope.value!r} scope.")
         return principal

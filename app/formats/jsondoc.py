@@ -25,16 +25,21 @@ MAX_DEPTH = 256
 
 
 def _depth_exceeds(document: Any, limit: int) -> bool:
-    """Whether containers nest more than ``limit`` deep; iterative, so any depth is safe."""
-    pending = [(document, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, dict | list):
-            if depth > limit:
-                return True
-            children = value.values() if isinstance(value, dict) else value
-            pending.extend((child, depth + 1) for child in children)
-    return False
+    """Whether containers nest more than ``limit`` deep; level by level and iterative, so any
+    depth is safe. Only containers are carried from one level to the next: the strings and
+    numbers that make up most of a large document are looked at once, in a comprehension."""
+    level = [document] if type(document) in (dict, list) else []
+    for _depth in range(limit):
+        if not level:
+            return False
+        children = [
+            child
+            for value in level
+            for child in (value.values() if type(value) is dict else value)
+            if type(child) in (dict, list)
+        ]
+        level = children
+    return bool(level)
 
 
 def _too_deep() -> InvalidDocument:

@@ -96,13 +96,16 @@ class MemoryRepository:
         )
         return list(self.session.exec(statement))
 
-    def newest(self, project_id: int, kind: str, limit: int) -> list[MemoryItem]:
-        statement = (
-            select(MemoryItem)
-            .where(*_live(kind, project_id))
-            .order_by(col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc())
-            .limit(limit)
-        )
+    def newest(
+        self, project_id: int, kind: str, limit: int, *, feature_id: str | None = None
+    ) -> list[MemoryItem]:
+        """The ``limit`` newest live items of ``kind`` (of one feature, when given)."""
+        statement = select(MemoryItem).where(*_live(kind, project_id))
+        if feature_id is not None:
+            statement = statement.where(col(MemoryItem.feature_id) == feature_id)
+        statement = statement.order_by(
+            col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc()
+        ).limit(limit)
         return list(self.session.exec(statement))
 
     def active_constraints(self, project_id: int, now_ms: int) -> list[MemoryItem]:

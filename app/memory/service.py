@@ -40,6 +40,8 @@ ID_PREFIX = {ItemKind.decision: "dec", ItemKind.failure: "fail", ItemKind.constr
 # Seed 004, "Maintenance": decisions archived after 50 features, resolved failures after 100.
 DECISIONS_KEPT_FOR_FEATURES = 50
 RESOLVED_FAILURES_KEPT_FOR_FEATURES = 100
+# The pack ranks at most this many of a feature's own failures and of the project's newest.
+FAILURE_CANDIDATES = 500
 # Search covers this much of an item's text: PostgreSQL refuses a tsvector over 1 MB.
 MAX_SEARCH_CHARS = 100_000
 
@@ -432,6 +434,38 @@ def _entry(item: MemoryItem, style: Style) -> packing.Entry:
     )
 
 
+def _failure_candidates(
+    repository: MemoryRepository, pid: int, feature_id: str | None
+) -> list[MemoryItem]:
+    """The failures the pack ranks: the feature's own newest and the project's newest, a
+    bounded number of each, so that the pack costs the same with a thousand failures stored
+    or a million (two index range reads, not the whole file)."""
+    newest = repository.newest(pid, "failure", FAILURE_CANDIDATES)
+    own = (
+        repository.newest(pid, "failure", FAILURE_CANDIDATES, feature_id=feature_id)
+        if feature_id
+        else []
+    )
+    unique = {item.id: item for item in [*own, *newest]}
+    # In file order, as the whole file was: ranking ties keep it.
+    return sorted(unique.values(), key=lambda item: (item.position, item.id or 0))
+
+
+def _ranked_failures(
+    repository: MemoryRepository, pid: int, feature_id: str | None, about: str
+) -> list[packing.Entry]:
+    """The pack's failures, most relevant first. Ranking reads columns only: just the
+    documents of the few chosen are parsed."""
+    items = _failure_candidates(repository, pid, feature_id)
+    shells = [
+        packing.Entry({}, item.feature_id, item.timestamp, item.search_text) for item in items
+    ]
+    item_of = {id(shell): item for shell, item in zip(shells, items, strict=True)}
+    chosen = packing.rank_failures(shells, feature_id, about)[: packing.MAX_FAILURES]
+    style = _style_of(repository, pid, ItemKind.failure)
+    return [_entry(item_of[id(shell)], style) for shell in chosen]
+
+
 def context_pack(
     session: Session,
     tenant: str,
@@ -454,17 +488,16 @@ def context_pack(
     decisions = entries(
         ItemKind.decision, repository.newest(pid, "decision", packing.MAX_DECISIONS)
     )
-    failures = entries(ItemKind.failure, repository.live(pid, "failure"))
     # The feature's text: what the caller says about it and its own decisions.
     own_text = [e.search_text for e in decisions if feature_id and e.feature_id == feature_id]
-    ranked = packing.rank_failures(failures, feature_id, "\n".join([about or "", *own_text]))
+    ranked = _ranked_failures(repository, pid, feature_id, "\n".join([about or "", *own_text]))
     constraints = entries(ItemKind.constraint, repository.active_constraints(pid, now_ms()))
     try:
         built = packing.build(
             feature_id,
             summary,
             decisions,
-            ranked[: packing.MAX_FAILURES],
+            ranked,
             constraints,
             max_tokens,
         )

@@ -68,6 +68,29 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# The literal text every match of a kind's pattern holds, case-folded. A pattern runs only on
+# text that holds one of its literals: a few substring searches cost far less than the
+# patterns (which, with their case-insensitive alternations, try every position), and never
+# change the result, since no match can lack them. Case-folding covers what IGNORECASE
+# matches (the long s and the Kelvin sign), dotless and dotted capital i apart (see _fold).
+_LITERALS: dict[str, tuple[str, ...]] = {
+    "private_key": ("-----begin",),
+    "jwt": ("eyj",),
+    "api_key": ("sk-", "sk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "aiza", "hf_", "xai-"),
+    "cloud_access_key": (
+        *("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
+        *("aws_s", "accountkey", "accesskey"),
+    ),
+    "bearer_token": ("bearer",),
+    "password": ("pass", "pwd", "secret", "api", "token"),
+}
+
+
+def _fold(text: str) -> str:
+    # IGNORECASE also matches "i" to U+0131, which casefold() leaves as it is.
+    return text.casefold().replace("\u0131", "i")
+
+
 def _replacement(kind: str) -> Callable[[re.Match[str]], str]:
     marker = MARKER.format(kind=kind)
     if kind == "password":
@@ -80,10 +103,14 @@ _REPLACEMENTS = [(kind, pattern, _replacement(kind)) for kind, pattern in _SECRE
 
 
 def redact_text(text: str, counts: Counter[str]) -> str:
+    folded = _fold(text)
     for kind, pattern, replacement in _REPLACEMENTS:
+        if not any(literal in folded for literal in _LITERALS[kind]):
+            continue
         text, found = pattern.subn(replacement, text)
         if found:
             counts[kind] += found
+            folded = _fold(text)
     return text
 
 

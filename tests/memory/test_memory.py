@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlmodel import Session, select
 
+from app.memory import service as memory_service
 from app.memory import tokens
 from app.memory.models import MemoryItem
 from app.memory.repository import ItemFilter, MemoryRepository
@@ -342,6 +343,28 @@ def test_the_pack_prefers_the_features_own_failures(client, project):
     pack = client.get(f"{_base(project)}/context", params={"feature_id": "f1"}).json()
     assert [f["featureId"] for f in pack["failures"]] == ["f1"] * 4 + ["f0"]
     assert len(pack["decisions"]) == 10 and not pack["summary_truncated"]
+
+
+def test_the_pack_ranks_failures_among_the_newest(client, project, monkeypatch):
+    monkeypatch.setattr(memory_service, "FAILURE_CANDIDATES", 2)
+    failures = [
+        ("fail-1", "f2", "database migration locked the table"),  # relevant, but old
+        ("fail-2", "f1", "the build broke"),  # the feature's own: its window counts
+        ("fail-3", "f2", "flaky network"),
+        ("fail-4", "f3", "disk full"),
+    ]
+    for number, (item_id, feature, description) in enumerate(failures):
+        item = {
+            "id": item_id,
+            "featureId": feature,
+            "description": description,
+            "timestamp": number,
+        }
+        assert _post(client, project, "failures", item).status_code == 201
+    pack = client.get(
+        f"{_base(project)}/context", params={"feature_id": "f1", "about": "database migration"}
+    ).json()
+    assert [failure["id"] for failure in pack["failures"]] == ["fail-2", "fail-4", "fail-3"]
 
 
 def test_a_budget_the_constraints_alone_exceed_is_refused(client, project):

@@ -2,11 +2,16 @@
 
 import pytest
 from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.core.config import AuthMode, Settings
-from app.core.security import Scope
-from tests.conftest import client_for, create_key
+from app.core.db import session_scope
+from app.core.security import Scope, hash_key
+from app.keys import service as keys
+from app.keys.repository import ApiKeyRepository
+from app.main import create_app
+from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import assert_problem, import_save, seed_save
 
 
@@ -126,3 +131,32 @@ def test_auth_off_is_refused_off_loopback(host):
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
 def test_auth_off_is_allowed_on_loopback(host):
     assert Settings(auth=AuthMode.off, host=host).host == host
+
+
+def _revoke_in_the_database(app: FastAPI, key: str) -> None:
+    """As the command line does, from outside the server's request path."""
+    with session_scope(app.state.database.write_session()) as session:
+        record = ApiKeyRepository(session).get_active_by_hash(hash_key(key))
+        assert record is not None
+        keys.revoke_key(session, None, record.id)
+
+
+def test_a_known_key_is_remembered_for_the_cache_time(app: FastAPI, tenant):
+    key = create_key(app, tenant)
+    client = client_for(app, key)
+    assert client.get("/v1/projects").status_code == 200
+    _revoke_in_the_database(app, key)
+    # Revoked by another process: this server still knows the key for up to the cache time.
+    assert client.get("/v1/projects").status_code == 200
+    app.state.principal_cache.forget(hash_key(key))
+    assert_problem(client.get("/v1/projects"), 401)
+
+
+def test_without_the_cache_a_revoke_elsewhere_applies_at_once(database_url, tenant):
+    application = create_app(make_settings(database_url, auth_cache_seconds=0))
+    with TestClient(application):
+        key = create_key(application, tenant)
+        client = client_for(application, key)
+        assert client.get("/v1/projects").status_code == 200
+        _revoke_in_the_database(application, key)
+        assert_problem(client.get("/v1/projects"), 401)

@@ -1,0 +1,21 @@
+"""The framework ceiling: a bare FastAPI endpoint returning a constant, served by uvicorn with
+the options ``context-store serve`` uses. No middleware, no database, no validation."""
+
+import uvicorn
+from fastapi import FastAPI, Response
+
+from app.cli import uvicorn_options
+from app.core.config import Settings
+
+CONSTANT = b'{"ok":true}'
+
+app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+
+@app.post("/ceiling", status_code=201)
+async def ceiling() -> Response:
+    return Response(CONSTANT, status_code=201, media_type="application/json")
+
+
+if __name__ == "__main__":
+    uvicorn.run(app, **uvicorn_options(Settings()))

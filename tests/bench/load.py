@@ -1,0 +1,188 @@
+"""Load generators: a closed-loop pass for the most a server can do, and an open-loop pass at
+a fixed rate for the latency a client sees.
+
+Closed loop (``wrk`` when installed, an httpx asyncio driver otherwise): a fixed number of
+connections, each sending its next request when the previous answer arrives; gives req/s.
+Closed-loop latencies hide queueing (a slow answer delays the requests behind it instead of
+making them wait), so p50/p99 come from the open loop: requests are sent on a fixed schedule
+whatever the answers do, and each latency counts from when its request was due.
+"""
+
+import asyncio
+import os
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import orjson
+
+WRK_SCRIPT = Path(__file__).with_name("wrk.lua")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One kind of request; ``{n}`` in the body becomes a value unique to each request."""
+
+    method: str
+    paths: tuple[str, ...]
+    body: str
+    key: str
+
+    def path_for(self, number: int) -> str:
+        """Requests go round the paths (several features or runs share the load)."""
+        return self.paths[number % len(self.paths)]
+
+    def body_for(self, unique: str) -> bytes:
+        return self.body.replace("{n}", unique).encode()
+
+    def headers(self) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept-encoding": "identity"}
+        if self.key:
+            headers["authorization"] = f"Bearer {self.key}"
+        return headers
+
+
+@dataclass(frozen=True)
+class Throughput:
+    rps: float
+    requests: int
+    errors: int
+    tool: str
+
+
+@dataclass(frozen=True)
+class Latency:
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    errors: int
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def closed_loop(base_url: str, call: Call, seconds: float, connections: int = 32) -> Throughput:
+    if shutil.which("wrk"):
+        return _wrk(base_url, call, seconds, connections)
+    return asyncio.run(_httpx_closed_loop(base_url, call, seconds, connections))
+
+
+def _wrk(base_url: str, call: Call, seconds: float, connections: int) -> Throughput:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as body_file:
+        body_file.write(call.body)
+    env = {
+        **os.environ,
+        "WRK_METHOD": call.method,
+        "WRK_KEY": call.key,
+        "WRK_RUN": secrets.token_hex(4),
+        "WRK_BODY_FILE": body_file.name,
+        "WRK_PATHS": " ".join(call.paths),
+    }
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--timeout", "10s"]
+    command += ["-s", str(WRK_SCRIPT), base_url + call.paths[0]]
+    try:
+        output = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    finally:
+        os.unlink(body_file.name)
+    line = next(ln for ln in output.stdout.splitlines() if ln.startswith("BENCH_JSON "))
+    result = orjson.loads(line.removeprefix("BENCH_JSON "))
+    seconds_taken = result["duration_us"] / 1e6
+    return Throughput(
+        rps=result["requests"] / seconds_taken,
+        requests=result["requests"],
+        errors=result["status_errors"] + result["socket_errors"],
+        tool="wrk",
+    )
+
+
+def limits(connections: int) -> httpx.Limits:
+    # An idle connection is dropped well before uvicorn's keep-alive timeout (5 s, httpx's own
+    # default too): reusing one the server is closing at that moment is a spurious error.
+    return httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections, keepalive_expiry=1
+    )
+
+
+def _client(connections: int) -> httpx.AsyncClient:
+    return httpx.AsyncClient(limits=limits(connections), timeout=30)
+
+
+async def _httpx_closed_loop(
+    base_url: str, call: Call, seconds: float, connections: int
+) -> Throughput:
+    run = secrets.token_hex(4)
+    counts = {"done": 0, "errors": 0}
+    headers = call.headers()
+    async with _client(connections) as client:
+        deadline = time.perf_counter() + seconds
+
+        async def worker(number: int) -> None:
+            sent = 0
+            while time.perf_counter() < deadline:
+                sent += 1
+                body = call.body_for(f"{run}-{number}-{sent}")
+                response = await client.request(
+                    call.method, base_url + call.path_for(sent), content=body, headers=headers
+                )
+                counts["done"] += 1
+                counts["errors"] += response.status_code >= 400
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(n) for n in range(connections)))
+        elapsed = time.perf_counter() - started
+    return Throughput(counts["done"] / elapsed, counts["done"], counts["errors"], "httpx")
+
+
+def open_loop(base_url: str, call: Call, rate: float, seconds: float) -> Latency:
+    return asyncio.run(_open_loop(base_url, call, rate, seconds))
+
+
+async def _open_loop(base_url: str, call: Call, rate: float, seconds: float) -> Latency:
+    run = secrets.token_hex(4)
+    headers = call.headers()
+    latencies: list[float] = []
+    errors = 0
+    total = max(1, int(rate * seconds))
+    async with _client(256) as client:
+        loop = asyncio.get_running_loop()
+        start = loop.time() + 0.05
+
+        async def one(number: int, due: float) -> None:
+            nonlocal errors
+            try:
+                response = await client.request(
+                    call.method,
+                    base_url + call.path_for(number),
+                    content=call.body_for(f"{run}-{number}"),
+                    headers=headers,
+                )
+                errors += response.status_code >= 400
+            except httpx.HTTPError:
+                errors += 1
+            latencies.append(loop.time() - due)
+
+        tasks = []
+        for number in range(total):
+            due = start + number / rate
+            delay = due - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(number, due)))
+        await asyncio.gather(*tasks)
+    return Latency(
+        rate=rate,
+        p50_ms=percentile(latencies, 0.50) * 1000,
+        p99_ms=percentile(latencies, 0.99) * 1000,
+        requests=total,
+        errors=errors,
+    )

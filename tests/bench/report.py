@@ -1,0 +1,176 @@
+"""The results as markdown tables (printed, and pasted into the README)."""
+
+from typing import Any
+
+
+def _mark(met: bool) -> str:
+    return "yes" if met else "**no**"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines + [""]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    machine = results["machine"]
+    lines = [
+        f"Measured {machine['date']} on {machine['cpus']} cores ({machine['pinning']}), "
+        f"load average {machine['load_before']} before and {machine['load_after']} after; "
+        f"{machine['note']}",
+        "",
+    ]
+    if results.get("appends"):
+        lines += [
+            "Small appends (ratio = req/s over the bare FastAPI ceiling; target ≥ 0.6; CPU ratio = "
+            "the ceiling's CPU time per request over the append's):",
+            "",
+        ]
+        lines += _table(
+            [
+                "backend",
+                "append",
+                "req/s",
+                "ceiling req/s",
+                "ratio",
+                "met",
+                "CPU ms/req",
+                "ceiling's",
+                "CPU ratio",
+                "rate/s",
+                "p50 ms",
+                "p99 ms",
+                "ceiling p50/p99 ms",
+                "errors",
+            ],
+            [
+                [
+                    r["backend"],
+                    r["endpoint"],
+                    r["rps"],
+                    r["ceiling_rps"],
+                    r["ratio"],
+                    _mark(r["met"]),
+                    r["cpu_ms"],
+                    r["ceiling_cpu_ms"],
+                    r["cpu_ratio"],
+                    r["rate"],
+                    r["p50_ms"],
+                    r["p99_ms"],
+                    f"{r['ceiling_p50_ms']} / {r['ceiling_p99_ms']}",
+                    r["errors"],
+                ]
+                for r in results["appends"]
+            ],
+        )
+    if results.get("saves"):
+        lines += [
+            "Large saves (ratio = latency over parse + render + one write or read "
+            "in-process; target ≤ 3; memory = server's peak RSS growth over the body size):",
+            "",
+        ]
+        lines += _table(
+            [
+                "backend",
+                "save",
+                "import ms",
+                "ceiling ms",
+                "ratio",
+                "export ms (gzip)",
+                "ceiling ms",
+                "ratio",
+                "met",
+                "peak RSS / body",
+                "ceiling's",
+            ],
+            [
+                [
+                    r["backend"],
+                    r["size"],
+                    r["import_ms"],
+                    r["ceiling_import_ms"],
+                    r["import_ratio"],
+                    f"{r['export_ms']} ({r['export_gzip_ms']})",
+                    r["ceiling_export_ms"],
+                    r["export_ratio"],
+                    _mark(r["met"]),
+                    r["peak_rss_per_body"],
+                    r["ceiling_peak_rss_per_body"],
+                ]
+                for r in results["saves"]
+            ],
+        )
+    if results.get("scaling"):
+        lines += [
+            "Context pack and restore-by-rebuild as stored items grow (ratio to the smallest; "
+            "flat means ≤ 2):",
+            "",
+        ]
+        lines += _table(
+            [
+                "backend",
+                "items",
+                "seed s",
+                "pack ms",
+                "ratio",
+                "pack CPU ms",
+                "CPU ratio",
+                "restore ms",
+                "ratio",
+                "restore CPU ms",
+                "CPU ratio",
+                "flat",
+                "full scans in plans",
+            ],
+            [
+                [
+                    r["backend"],
+                    f"{r['items']:,}",
+                    r["seed_s"],
+                    r["pack_ms"],
+                    r["pack_ratio"],
+                    r["pack_cpu_ms"],
+                    r["pack_cpu_ratio"],
+                    r["restore_ms"],
+                    r["restore_ratio"],
+                    r["restore_cpu_ms"],
+                    r["restore_cpu_ratio"],
+                    _mark(r["met"]),
+                    r["full_scans"],
+                ]
+                for r in results["scaling"]
+            ],
+        )
+    if results.get("concurrency"):
+        lines += ["Run state under concurrent iteration starts:", ""]
+        lines += _table(
+            ["backend", "starts", "in flight", "starts/s", "failed", "lost updates", "consistent"],
+            [
+                [
+                    r["backend"],
+                    r["starts"],
+                    r["concurrency"],
+                    r["starts_per_s"],
+                    sum(r["failed"].values()),
+                    r["lost_updates"],
+                    _mark(r["met"]),
+                ]
+                for r in results["concurrency"]
+            ],
+        )
+    if results.get("failures"):
+        lines += ["Parts that failed: " + "; ".join(results["failures"]), ""]
+    return "\n".join(lines)
+
+
+def plans_text(results: dict[str, Any]) -> str:
+    lines = []
+    for backend, plans in results.get("plans", {}).items():
+        lines.append(f"Query plans of the pack and the restore ({backend}):")
+        for plan in plans:
+            flag = "  FULL SCAN" if plan["full_scan"] else ""
+            lines.append(f"- {plan['statement'][:160]}{flag}")
+            lines += [f"    {line}" for line in plan["plan"].splitlines()]
+        lines.append("")
+    return "\n".join(lines)
