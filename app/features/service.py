@@ -66,17 +66,6 @@ def _not_found(feature_id: str) -> NotFound:
     return NotFound(f"No feature {feature_id!r} in this project.")
 
 
-def _find(
-    session: Session, tenant: str, project: str, feature_id: str, *, for_update: bool = False
-) -> FeatureContext:
-    context = FeatureRepository(session).get(
-        project_id(session, tenant, project), feature_id, for_update=for_update
-    )
-    if context is None:
-        raise _not_found(feature_id)
-    return context
-
-
 def _document(context: FeatureContext) -> dict[str, Any]:
     document: dict[str, Any] = jsondoc.load(context.content)
     return document
@@ -94,7 +83,10 @@ def create(session: Session, tenant: str, project: str, feature_id: str) -> Feat
 
 
 def get(session: Session, tenant: str, project: str, feature_id: str) -> FeatureContext:
-    return _find(session, tenant, project, feature_id)
+    context = FeatureRepository(session).get(project_id(session, tenant, project), feature_id)
+    if context is None:
+        raise _not_found(feature_id)
+    return context
 
 
 def put(
@@ -125,16 +117,13 @@ def _locked(
 ) -> tuple[FeatureContext, dict[str, Any]]:
     """The context, locked for this transaction, after its If-Match check, and its document.
     The project's row is locked first, as on every write (see ``touch_project``)."""
-    touch_project(session, tenant, project)
-    context = _find(session, tenant, project, feature_id, for_update=True)
+    context = FeatureRepository(session).get(
+        touch_project(session, tenant, project), feature_id, for_update=True
+    )
+    if context is None:
+        raise _not_found(feature_id)
     precondition(context.etag)
     return context, _document(context)
-
-
-def _save(session: Session, tenant: str, project: str, context: FeatureContext) -> FeatureContext:
-    FeatureRepository(session).save(context)
-    touch_project(session, tenant, project)
-    return context
 
 
 def patch(
@@ -156,7 +145,7 @@ def patch(
     if "last_updated" not in merge:
         patched["last_updated"] = _now_text()
     _write(context, patched)
-    _save(session, tenant, project, context)
+    FeatureRepository(session).save(context)
     _replace_handover_rows(session, context, patched)
     return context
 
@@ -213,7 +202,7 @@ def append_handover(
     history.append(note)
     document["last_updated"] = now
     _write(context, document)
-    _save(session, tenant, project, context)
+    FeatureRepository(session).save(context)
     index = len(history) - 1
     HandoverRepository(session).add([_handover_row(context, feature_context.handover(index, note))])
     return Appended(context, index, note, now)
@@ -253,7 +242,7 @@ def _operate(
     context, document = _locked(session, tenant, project, feature_id, precondition)
     change = operation(document, _now_text())
     _write(context, document)
-    return change, _save(session, tenant, project, context)
+    return change, FeatureRepository(session).save(context)
 
 
 def review(

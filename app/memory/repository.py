@@ -28,6 +28,14 @@ class ItemFilter:
     active_at: int | None = None
 
 
+@dataclass(frozen=True)
+class NewItemContext:
+    id_taken: bool
+    position: int
+    features_completed: int
+    style: str | None
+
+
 def _live(kind: str, project_id: int) -> list[ColumnElement[bool]]:
     return [
         col(MemoryItem.project_id) == project_id,
@@ -116,12 +124,27 @@ class MemoryRepository:
         )
         return list(self.session.exec(statement))
 
-    def next_position(self, project_id: int, kind: str) -> int:
-        statement = select(func.max(MemoryItem.position)).where(
-            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+    def new_item_context(self, project_id: int, kind: str, item_id: str) -> "NewItemContext":
+        """What a new item needs to know, in one statement (appends are the hot path): whether
+        its id is taken, the next position, the features completed so far, the file's style."""
+        items = (MemoryItem.project_id == project_id, MemoryItem.kind == kind)
+        statement = select(
+            select(MemoryItem.id).where(*items, MemoryItem.item_id == item_id).exists(),
+            select(func.max(MemoryItem.position)).where(*items).scalar_subquery(),
+            select(MemorySummary.total_features_completed)
+            .where(MemorySummary.project_id == project_id)
+            .scalar_subquery(),
+            select(MemoryFileStyle.style)
+            .where(MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind)
+            .scalar_subquery(),
         )
-        highest = self.session.exec(statement).one()
-        return 0 if highest is None else highest + 1
+        taken, highest, completed, style = self.session.execute(statement).one()
+        return NewItemContext(
+            id_taken=bool(taken),
+            position=0 if highest is None else highest + 1,
+            features_completed=completed or 0,
+            style=style,
+        )
 
     def item_ids(self, project_id: int, kind: str) -> list[str]:
         statement = select(MemoryItem.item_id).where(

@@ -118,7 +118,7 @@ def put_summary(
     repository = MemoryRepository(session)
     row = repository.summary(pid, for_update=True)
     precondition(row.etag if row is not None else None)
-    style = detected or (Style(row.style) if row is not None else Style.camel)
+    style = detected or _file_style(row.style if row is not None else None)
     filled = []
     if codec.key_in(document, "tokenCount") is None:
         # The writer's own count is kept as given; only a missing one is filled in.
@@ -146,7 +146,12 @@ def put_summary(
 
 def _style_of(repository: MemoryRepository, pid: int, kind: ItemKind) -> Style:
     row = repository.file_style(pid, kind.value)
-    return Style(row.style) if row is not None else Style.camel
+    return _file_style(row.style if row is not None else None)
+
+
+def _file_style(stored: str | None) -> Style:
+    """A file's style as stored; camelCase, the seed's, for a file never written."""
+    return Style(stored) if stored is not None else Style.camel
 
 
 def _document(item: MemoryItem) -> dict[str, Any]:
@@ -275,16 +280,15 @@ def create_item(
         filled.append(jsondoc.pointer(time_key))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The {kind.value} does not follow seed 004's format.", faults)
-    if repository.get(pid, kind.value, document["id"]) is not None:
+    context = repository.new_item_context(pid, kind.value, document["id"])
+    if context.id_taken:
         raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
     item = MemoryItem(
-        project_id=pid,
-        position=repository.next_position(pid, kind.value),
-        features_mark=_features_completed(repository, pid),
+        project_id=pid, position=context.position, features_mark=context.features_completed
     )
     _set_document(item, kind, document)
     repository.save(item)
-    public = _public(item, _style_of(repository, pid, kind), now_ms())
+    public = _public(item, _file_style(context.style), now_ms())
     return ItemCreated(**public.model_dump(), filled=filled), item.etag
 
 
@@ -378,7 +382,7 @@ def put_items_file(
     style_row = repository.file_style(pid, kind.value)
     existing = {item.item_id: item for item in repository.all_of(pid, kind.value)}
     live = [item for item in existing.values() if item.archived_at is None]
-    old_style = Style(style_row.style) if style_row is not None else Style.camel
+    old_style = _file_style(style_row.style if style_row is not None else None)
     precondition(etag_of(_render_items(live, old_style)) if live else None)
     style = detected or old_style
     mark = _features_completed(repository, pid)
