@@ -16,6 +16,7 @@ from fastapi.responses import Response
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from app.core.json import dumps
@@ -255,6 +256,14 @@ def install_error_handlers(app: FastAPI) -> None:
             InvalidContent("A value in the request cannot be stored by the database."), request
         )
 
+    async def on_disconnect(request: Request, exc: Exception) -> Response:
+        # The client closed its connection before its body arrived: nothing was read, nothing
+        # changes, and no one is left to read this answer. Not a server error.
+        log.info("client disconnected during its request body on %s", request.url.path)
+        return problem_response(
+            MalformedBody("The connection closed before the request body was complete."), request
+        )
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(Problem("An unexpected error occurred."), request)
@@ -267,4 +276,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(OperationalError, on_database)
     app.add_exception_handler(PoolTimeoutError, on_database)
     app.add_exception_handler(StatementError, on_unstorable)
+    app.add_exception_handler(ClientDisconnect, on_disconnect)
     app.add_exception_handler(Exception, on_unexpected)

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -131,3 +132,55 @@ def test_database_errors_name_the_statement_but_not_its_values(app):
     with pytest.raises(DBAPIError) as raised, app.state.database.reader.connect() as connection:
         connection.execute(text("SELECT * FROM no_such_table WHERE x = :v"), {"v": "s3cret-v"})
     assert "no_such_table" in str(raised.value) and "s3cret-v" not in str(raised.value)
+
+
+def test_a_client_that_hangs_up_mid_body_is_logged_as_such_and_changes_nothing(
+    app, client, tenant, project, log_lines
+):
+    """What uvicorn delivers when a client closes its connection halfway through a body: the
+    first bytes, then ``http.disconnect``. That is the client's doing, not a server error."""
+    key = client.headers["authorization"].removeprefix("Bearer ")
+    path = f"/v1/projects/{project}/memory/decisions"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"1000"),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+        "state": {},
+    }
+    arriving = [
+        {"type": "http.request", "body": b'{"id": "dec-1", "decis', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return arriving.pop(0) if arriving else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with client:  # the app's lifespan: its database and settings
+        anyio.run(app, scope, receive, send)
+
+    [start] = [message for message in sent if message["type"] == "http.response.start"]
+    assert start["status"] == 400
+    lines = log_lines()
+    assert not [line for line in lines if line["level"] in ("ERROR", "CRITICAL")], lines
+    [access] = _request_lines(lines)
+    assert access["status"] == 400 and access["tenant"] == tenant
+    assert any("disconnected" in line["message"] for line in lines)
+    assert client.get(path).status_code == 404  # nothing stored, not even the project
