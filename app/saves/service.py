@@ -11,6 +11,7 @@ from sqlmodel import Session
 from app.core.conditional import etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
+from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
 from app.projects.service import project_id, touch_project
 from app.saves.models import Save
@@ -20,8 +21,9 @@ from app.saves.schemas import SaveReceipt, SaveWarning
 
 # Seed 000: "For large saves (>1MB), consider using gzip compression".
 COMPRESS_OVER_BYTES = 1024 * 1024
-# Level 6 is zlib's own default: most of level 9's ratio at a fraction of its time.
-STORAGE_GZIP_LEVEL = 6
+# Level 1: on a generated 10 MB save, 5.3x smaller in 0.10 s, where zlib's default (6) takes
+# 0.49 s for 7.6x; the import waits for it, while the disk saved is a few hundred kB per MB.
+STORAGE_GZIP_LEVEL = 1
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ def _render(document: dict[str, Any]) -> tuple[mdan_save.Summary, bytes, bytes, 
     summary = mdan_save.summarize(document)
     content = mdan_save.render(document)
     gzipped = len(content) > COMPRESS_OVER_BYTES
-    stored = gzip.compress(content, STORAGE_GZIP_LEVEL, mtime=0) if gzipped else content
+    stored = gzip_format.compress(content, STORAGE_GZIP_LEVEL) if gzipped else content
     return summary, content, stored, gzipped
 
 
