@@ -2,9 +2,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import func
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
+from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
@@ -27,9 +27,8 @@ class ProjectRepository:
     def touch(self, tenant: str, name: str, now: datetime) -> int:
         """Create the project if it is new and record a write; returns its id. One statement,
         so that two first writes racing each other both succeed."""
-        dialect = sqlite if self.session.get_bind().dialect.name == "sqlite" else postgresql
         statement = (
-            dialect.insert(Project)
+            conflict_insert(self.session, Project)
             .values(tenant=tenant, name=name, created_at=now, last_write_at=now)
             .on_conflict_do_update(index_elements=["tenant", "name"], set_={"last_write_at": now})
             .returning(Project.id)  # type: ignore[arg-type]
