@@ -1,6 +1,6 @@
 """Every table, imported in one place for the app and for Alembic's autogenerate."""
 
-from app.agents.models import AgentMemoryItem, AgentSnapshot
+from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot
 from app.core.idempotency import IdempotencyRecord
 from app.features.models import FeatureContext, Handover
 from app.keys.models import ApiKey
@@ -11,6 +11,7 @@ from app.saves.models import Save
 
 __all__ = [
     "AgentMemoryItem",
+    "AgentMemoryTurn",
     "AgentSnapshot",
     "ApiKey",
     "FeatureContext",

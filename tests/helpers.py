@@ -96,3 +96,31 @@ def untar(archive: bytes) -> dict[str, bytes]:
             for member in tar
             if member.isreg()
         }
+
+
+def raw_trace(turn_id: str, seq: int) -> dict[str, Any]:
+    """A user message of a turn; a rebuilt summary lists it as ``(turn:seq) USER: turn seq``."""
+    return {
+        "id": f"rt_{turn_id}_{seq}",
+        "ts": 1738100000.0 + seq,
+        "turn_id": turn_id,
+        "seq": seq,
+        "trace_type": "user",
+        "content": f"{turn_id} {seq}",
+        "source_event": "LLMUserMessageReadyEvent",
+    }
+
+
+def recent_turns(client: httpx.Client, project: str, agent: str, turns: int) -> list[str]:
+    """The "[RECENT TURNS]" lines of a restore rebuilt from the agent's memory alone."""
+    agent_url = f"/v1/projects/{project}/agents/{agent}"
+    client.delete(f"{agent_url}/working-context-snapshot")  # no cache: a rebuild
+    options = {"system_prompt": "S", "max_episodic": 0, "max_semantic": 0}
+    restored = client.post(f"{agent_url}/restore", json=options | {"raw_tail_turns": turns})
+    assert restored.json()["source"] == "rebuild", restored.text
+    messages = restored.json()["snapshot"]["messages"]
+    if len(messages) == 1:  # the system prompt alone: nothing to summarise
+        return []
+    header, *lines = messages[1]["content"].split("\n")
+    assert header == "[RECENT TURNS]"
+    return lines

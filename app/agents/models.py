@@ -1,6 +1,7 @@
+import hashlib
 from datetime import datetime
 
-from sqlalchemy import Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.core.db import BigIntPK, UTCDateTime, utcnow
@@ -27,6 +28,7 @@ class AgentMemoryItem(SQLModel, table=True):
     __tablename__ = "agent_memory_items"
     __table_args__ = (
         Index("ix_agent_memory_items_agent_kind", "project_id", "agent", "kind", "id"),
+        Index("ix_agent_memory_items_turn", "project_id", "agent", "kind", "turn_key", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
@@ -36,6 +38,32 @@ class AgentMemoryItem(SQLModel, table=True):
     # Raw traces only: the tail is chosen by turn. Unbounded and unindexed, since it comes
     # from the document (an index would cap its length).
     turn_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    # Raw traces only: turn_id's fixed-width stand-in, which can be indexed (see turn_key()).
+    turn_key: str | None = Field(default=None, max_length=64)
     # The line exactly as exported, without its newline.
     line: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
+def turn_key(turn_id: str) -> str:
+    """A turn's key: the SHA-256 of its id, in hex. Migration 0008 computes the same."""
+    return hashlib.sha256(turn_id.encode()).hexdigest()
+
+
+class AgentMemoryTurn(SQLModel, table=True):
+    """A turn of an agent's raw traces, registered by its first trace when that is appended,
+    so that restore finds the last turns by first appearance without reading every trace."""
+
+    __tablename__ = "agent_memory_turns"
+    __table_args__ = (
+        UniqueConstraint("project_id", "agent", "turn_key"),
+        Index("ix_agent_memory_turns_first_item", "project_id", "agent", "first_item_id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
+    project_id: int = Field(sa_column=project_id_column())
+    agent: str = Field(max_length=128)
+    turn_key: str = Field(max_length=64)
+    # Not a foreign key: traces go only with their project, which takes this row too, and a
+    # key PostgreSQL checks on delete would need an index of its own.
+    first_item_id: int = Field(sa_type=BigInteger)

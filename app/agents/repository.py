@@ -1,7 +1,8 @@
-from sqlalchemy import func
+from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
-from app.agents.models import AgentMemoryItem, AgentSnapshot
+from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
+from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 
@@ -46,18 +47,49 @@ class MemoryRepository:
         )
 
     def add(self, lines: list[tuple[bytes, str | None]]) -> None:
-        """Append ``(line, turn_id)`` pairs, in order."""
-        self.session.add_all(
+        """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns."""
+        traces = self.kind is MemoryKind.raw_trace
+        items = [
             AgentMemoryItem(
                 project_id=self.project_id,
                 agent=self.agent,
                 kind=self.kind.value,
                 line=line,
                 turn_id=turn_id,
+                turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
             )
             for line, turn_id in lines
-        )
+        ]
+        self.session.add_all(items)
         self.session.flush()
+        if traces:
+            self._register_turns(items)
+
+    def _register_turns(self, items: list[AgentMemoryItem]) -> None:
+        """Each turn's first trace. A turn seen in an earlier append keeps its row: appends to
+        a project are serialised by its row lock (see touch_project), so that row's trace is
+        the turn's first."""
+        first_items: dict[str, int | None] = {}
+        for item in items:
+            if item.turn_key is not None:
+                first_items.setdefault(item.turn_key, item.id)
+        if not first_items:
+            return
+        statement = conflict_insert(self.session, AgentMemoryTurn).on_conflict_do_nothing(
+            index_elements=["project_id", "agent", "turn_key"]
+        )
+        self.session.execute(
+            statement,
+            [
+                {
+                    "project_id": self.project_id,
+                    "agent": self.agent,
+                    "turn_key": key,
+                    "first_item_id": item_id,
+                }
+                for key, item_id in first_items.items()
+            ],
+        )
 
     def page(self, cursor: str | None, limit: int) -> tuple[list[AgentMemoryItem], str | None]:
         return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit)
@@ -71,22 +103,27 @@ class MemoryRepository:
         return list(reversed(list(self.session.exec(newest))))
 
     def of_last_turns(self, turns: int) -> list[AgentMemoryItem]:
-        """The items of the last ``turns`` turns by first appearance, in append order."""
-        first_seen = func.min(AgentMemoryItem.id)
+        """The items of the last ``turns`` turns by first appearance, in append order.
+
+        Both steps are bounded by what they return, whatever the history's length: the last
+        turns come newest first from their register, their traces by turn_key. A trace must
+        also have its turn's turn_id, so that two ids whose keys collide never mix."""
         last_turns = (
-            select(AgentMemoryItem.turn_id)
+            select(AgentMemoryTurn.turn_key, AgentMemoryTurn.first_item_id)
             .where(
-                AgentMemoryItem.project_id == self.project_id,
-                AgentMemoryItem.agent == self.agent,
-                AgentMemoryItem.kind == self.kind.value,
+                AgentMemoryTurn.project_id == self.project_id,
+                AgentMemoryTurn.agent == self.agent,
             )
-            .group_by(col(AgentMemoryItem.turn_id))
-            .order_by(first_seen.desc())
+            .order_by(col(AgentMemoryTurn.first_item_id).desc())
             .limit(turns)
+            .subquery()
         )
+        first_trace = aliased(AgentMemoryItem)
         statement = (
             self._select()
-            .where(col(AgentMemoryItem.turn_id).in_(last_turns.scalar_subquery()))
+            .join(last_turns, col(AgentMemoryItem.turn_key) == last_turns.c.turn_key)
+            .join(first_trace, col(first_trace.id) == last_turns.c.first_item_id)
+            .where(col(AgentMemoryItem.turn_id) == col(first_trace.turn_id))
             .order_by(col(AgentMemoryItem.id))
         )
         return list(self.session.exec(statement))

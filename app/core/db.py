@@ -25,6 +25,7 @@ from sqlalchemy import (
     create_engine,
     event,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.types import TypeDecorator
@@ -102,6 +103,13 @@ def searchable(text: str) -> str:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT of the session's database, whose ``on_conflict_*`` clauses both dialects
+    spell alike (the generic INSERT has none)."""
+    dialect = sqlite if session.get_bind().dialect.name == "sqlite" else postgresql
+    return dialect.insert(model)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
+from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunCountedSession, RunState
 
@@ -34,9 +34,8 @@ class RunRepository:
 
     def count_session(self, run_state_id: int, session_id: str) -> bool:
         """Record that a session's cost was counted; False if it already was."""
-        dialect = sqlite if self.session.get_bind().dialect.name == "sqlite" else postgresql
         statement = (
-            dialect.insert(RunCountedSession)
+            conflict_insert(self.session, RunCountedSession)
             .values(run_state_id=run_state_id, session_id=session_id)
             .on_conflict_do_nothing()
             .returning(RunCountedSession.session_id)  # type: ignore[arg-type]

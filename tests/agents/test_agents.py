@@ -6,8 +6,9 @@ import threading
 import pytest
 from sqlalchemy import text
 
+from app.agents import repository
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, golden_bytes
+from tests.helpers import assert_problem, golden_bytes, raw_trace, recent_turns
 
 AGENT = "agent_123"
 NDJSON = "application/x-ndjson"
@@ -250,6 +251,63 @@ def test_restore_limits_choose_the_latest_memory(client, project):
 def test_restore_with_no_memory_is_the_system_prompt_alone(client, project):
     messages = _restore(client, project).json()["snapshot"]["messages"]
     assert [(m["role"], m["content"]) for m in messages] == [("system", "System prompt")]
+
+
+# Longer than any index entry may be: turns are indexed by a hash of their id.
+LONG_TURN = "turn-" + "x" * 5000
+
+
+def _line(turn: str, seq: int) -> str:
+    return f"({turn}:{seq}) USER: {turn} {seq}"
+
+
+def test_restore_chooses_the_last_turns_by_first_appearance_across_appends(
+    client, engine, tenant, project
+):
+    url = _url(project, "memory/raw-traces")
+    # Turns go on after later turns have begun, within one append and across appends.
+    appends = [
+        [("a", 1), ("b", 1), ("a", 2), (LONG_TURN, 1)],
+        [("b", 2), ("d", 1), ("a", 3)],
+        [(LONG_TURN, 2)],
+        [("d", 2), ("b", 3)],
+    ]
+    for traces in appends:
+        response = client.post(url, json=[raw_trace(turn, seq) for turn, seq in traces])
+        assert response.status_code == 201, response.text
+    assert recent_turns(client, project, AGENT, 0) == []
+    assert recent_turns(client, project, AGENT, 1) == [_line("d", 1), _line("d", 2)]
+    assert recent_turns(client, project, AGENT, 2) == [
+        _line(LONG_TURN, 1),
+        _line(LONG_TURN, 2),
+        _line("d", 1),
+        _line("d", 2),
+    ]
+    everything = [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("b", 3)]
+    everything += [(LONG_TURN, 1), (LONG_TURN, 2), ("d", 1), ("d", 2)]
+    assert recent_turns(client, project, AGENT, 3) == [_line(*t) for t in everything[3:]]
+    assert recent_turns(client, project, AGENT, 9) == [_line(*t) for t in everything]
+    # One row a turn, pointing at its first trace.
+    with engine.connect() as connection:
+        firsts = connection.execute(
+            text(
+                "SELECT i.turn_id FROM agent_memory_turns t "
+                "JOIN agent_memory_items i ON i.id = t.first_item_id "
+                "JOIN projects p ON p.id = t.project_id "
+                "WHERE p.tenant = :tenant AND p.name = :name ORDER BY t.first_item_id"
+            ),
+            {"tenant": tenant, "name": project},
+        ).scalars()
+        assert list(firsts) == ["a", "b", LONG_TURN, "d"]
+
+
+def test_turns_whose_keys_collide_never_mix(client, project, monkeypatch):
+    # Every turn gets the same key: only the first is registered, and the others' traces,
+    # which carry its key, are still not taken for its own.
+    monkeypatch.setattr(repository, "turn_key", lambda turn_id: "0" * 64)
+    traces = [raw_trace("a", 1), raw_trace("b", 1), raw_trace("a", 2)]
+    assert client.post(_url(project, "memory/raw-traces"), json=traces).status_code == 201
+    assert recent_turns(client, project, AGENT, 4) == [_line("a", 1), _line("a", 2)]
 
 
 def _corrupt_cache(engine, tenant, project, content: bytes) -> None:

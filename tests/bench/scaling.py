@@ -21,7 +21,7 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 from sqlalchemy import Engine, create_engine, event, insert, select, text
 
-from app.agents.models import AgentMemoryItem
+from app.agents.models import AgentMemoryItem, AgentMemoryTurn, turn_key
 from app.core.conditional import etag_of
 from app.formats import project_memory
 from app.formats.agent_memory import render_line
@@ -35,7 +35,7 @@ PROJECT = "bench-scale"
 AGENT = "agent-1"
 FEATURE = "feature-007"
 BATCH = 20_000
-LARGE_TABLES = ("memory_items", "agent_memory_items")
+LARGE_TABLES = ("memory_items", "agent_memory_items", "agent_memory_turns")
 FULL_SCAN = {
     "sqlite": re.compile(r"\bSCAN (" + "|".join(LARGE_TABLES) + r")\b(?! USING)"),
     "postgresql": re.compile(r"Seq Scan on (" + "|".join(LARGE_TABLES) + r")\b"),
@@ -54,6 +54,7 @@ class Seeder:
         self.engine = engine
         self.project_id = project_id
         self.seeded: dict[str, int] = {}
+        self.turns: set[str] = set()
 
     def grow_to(self, total: int) -> None:
         for kind, share in PROJECT_SHARES.items():
@@ -68,8 +69,34 @@ class Seeder:
         for first in range(start, target, BATCH):
             numbers = range(first, min(first + BATCH, target))
             with self.engine.begin() as connection:
-                connection.execute(insert(table), [row(kind, n) for n in numbers])
+                rows = [row(kind, n) for n in numbers]
+                if kind == "raw_trace":
+                    self._insert_traces(connection, rows)
+                else:
+                    connection.execute(insert(table), rows)
         self.seeded[kind] = max(start, target)
+
+    def _insert_traces(self, connection: Any, rows: list[dict[str, Any]]) -> None:
+        """Raw traces, and the turns they begin, as MemoryRepository.add registers them."""
+        items = AgentMemoryItem.__table__
+        inserted = connection.execute(
+            insert(items).returning(items.c.id, items.c.turn_key, sort_by_parameter_order=True),
+            rows,
+        )
+        turns = []
+        for item_id, key in inserted:
+            if key not in self.turns:
+                self.turns.add(key)
+                turns.append(
+                    {
+                        "project_id": self.project_id,
+                        "agent": AGENT,
+                        "turn_key": key,
+                        "first_item_id": item_id,
+                    }
+                )
+        if turns:
+            connection.execute(insert(AgentMemoryTurn.__table__), turns)
 
     def _memory_item(self, kind: str, number: int) -> dict[str, Any]:
         document = documents.memory_item_document(kind, number)
@@ -104,6 +131,7 @@ class Seeder:
             "agent": AGENT,
             "kind": kind,
             "turn_id": item.get("turn_id"),
+            "turn_key": turn_key(item["turn_id"]) if kind == "raw_trace" else None,
             "line": render_line(item),
             "created_at": datetime.now(UTC),
         }

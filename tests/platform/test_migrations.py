@@ -2,10 +2,17 @@
 
 from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect, text
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, insert, inspect, text
 
+from app.agents.models import AgentMemoryItem
+from app.core.db import utcnow
 from app.core.migrations import alembic_config, downgrade, upgrade
-from tests.helpers import import_save, seed_save
+from app.formats.agent_memory import render_line
+from app.main import create_app
+from app.projects.models import Project
+from tests.conftest import client_for, create_key, make_settings
+from tests.helpers import import_save, raw_trace, recent_turns, seed_save
 
 
 def test_there_is_a_single_head():
@@ -19,11 +26,6 @@ def test_the_models_match_the_migrations(database_url):
 
 
 def test_downgrade_to_base_with_data_and_upgrade_again(backend, tenant):
-    from fastapi.testclient import TestClient
-
-    from app.main import create_app
-    from tests.conftest import client_for, create_key, make_settings
-
     url = backend.new_database_url()
     upgrade(url)
     app = create_app(make_settings(url))
@@ -39,3 +41,53 @@ def test_downgrade_to_base_with_data_and_upgrade_again(backend, tenant):
             assert connection.execute(text("SELECT COUNT(*) FROM saves")).scalar_one() == 0
     finally:
         engine.dispose()
+
+
+def test_0008_registers_the_turns_of_the_raw_traces_stored_before_it(backend, tenant):
+    url = backend.new_database_url()
+    upgrade(url, "0007")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            now = utcnow()
+            project_id = connection.execute(
+                insert(Project.__table__)  # type: ignore[arg-type]
+                .values(tenant=tenant, name="p", created_at=now, last_write_at=now)
+                .returning(Project.__table__.c.id)  # type: ignore[attr-defined]
+            ).scalar_one()
+            traces = [
+                raw_trace(turn, seq) for turn, seq in [("a", 1), ("b", 1), ("a", 2), ("c", 1)]
+            ]
+            rows = [
+                {
+                    "agent": "agent",
+                    "kind": "raw_trace",
+                    "turn_id": t["turn_id"],
+                    "line": render_line(t),
+                }
+                for t in traces
+            ]
+            # Another agent's turn of the same name, and an item that is no raw trace.
+            rows.append(rows[1] | {"agent": "other"})
+            episode = {"id": "ep", "ts": 1.0, "turn_ids": ["c"], "summary": "s", "salience": 1}
+            rows.append({"agent": "agent", "kind": "episodic", "line": render_line(episode)})
+            connection.execute(
+                insert(AgentMemoryItem.__table__),  # type: ignore[arg-type]
+                [{"turn_id": None, "project_id": project_id, "created_at": now} | r for r in rows],
+            )
+        upgrade(url)
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        appended = [raw_trace("b", 2), raw_trace("d", 1)]
+        response = client.post("/v1/projects/p/agents/agent/memory/raw-traces", json=appended)
+        assert response.status_code == 201, response.text
+        assert recent_turns(client, "p", "agent", 3) == [
+            "(b:1) USER: b 1",
+            "(b:2) USER: b 2",
+            "(c:1) USER: c 1",
+            "(d:1) USER: d 1",
+        ]
+        assert recent_turns(client, "p", "other", 3) == ["(b:1) USER: b 1"]
