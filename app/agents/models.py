@@ -36,7 +36,9 @@ class AgentMemoryItem(SQLModel, table=True):
     agent: str = Field(max_length=128)
     kind: str = Field(max_length=16)
     # Raw traces only: the tail is chosen by turn. Unbounded and unindexed, since it comes
-    # from the document (an index would cap its length).
+    # from the document (an index would cap its length). Stored as searchable() text (NUL and
+    # lone surrogates, which neither database stores, as U+FFFD); turn_key, computed from the
+    # exact id, is what tells turns apart.
     turn_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     # Raw traces only: turn_id's fixed-width stand-in, which can be indexed (see turn_key()).
     turn_key: str | None = Field(default=None, max_length=64)
@@ -46,8 +48,10 @@ class AgentMemoryItem(SQLModel, table=True):
 
 
 def turn_key(turn_id: str) -> str:
-    """A turn's key: the SHA-256 of its id, in hex. Migration 0008 computes the same."""
-    return hashlib.sha256(turn_id.encode()).hexdigest()
+    """A turn's key: the SHA-256 of its id's UTF-8, in hex. Lone surrogates (valid in JSON)
+    are encoded as they stand ("surrogatepass"); migration 0008 computes the same for the ids
+    stored before it, which could hold none."""
+    return hashlib.sha256(turn_id.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class AgentMemoryTurn(SQLModel, table=True):

@@ -310,6 +310,19 @@ def test_turns_whose_keys_collide_never_mix(client, project, monkeypatch):
     assert recent_turns(client, project, AGENT, 4) == [_line("a", 1), _line("a", 2)]
 
 
+def test_turn_ids_no_database_can_store_are_kept_apart_and_exported_as_sent(client, project):
+    # Lone surrogates (JSON's "\\ud800") are valid JSON but not storable text on either
+    # database; two ids differing only in them are still two turns.
+    traces = [raw_trace("x\ud800", 1), raw_trace("x\udbff", 1), raw_trace("\u0000y", 1)]
+    sent = "".join(json.dumps(trace) + "\n" for trace in traces).encode()
+    url = _url(project, "memory/raw-traces")
+    appended = client.post(url, content=sent, headers={"Content-Type": "application/x-ndjson"})
+    assert appended.status_code == 201, appended.text
+    assert recent_turns(client, project, AGENT, 2) == [_line("x\udbff", 1), _line("\u0000y", 1)]
+    exported = client.get(url, headers={"Accept": "application/x-ndjson"})
+    assert exported.content == sent
+
+
 def _corrupt_cache(engine, tenant, project, content: bytes) -> None:
     with engine.begin() as connection:
         connection.execute(
