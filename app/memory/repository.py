@@ -4,13 +4,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, literal_column, text, update
+from sqlalchemy import ColumnElement, Row, func, literal_column, text, update
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 
+RANKING_COLUMNS = (
+    col(MemoryItem.id),
+    col(MemoryItem.position),
+    col(MemoryItem.feature_id),
+    col(MemoryItem.timestamp),
+    col(MemoryItem.search_text),
+)
 NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]  # type: ignore[arg-type]
 WORD = re.compile(r"\w+")
 
@@ -104,17 +111,33 @@ class MemoryRepository:
         )
         return list(self.session.exec(statement))
 
+    def _newest(
+        self, statement: Any, project_id: int, kind: str, limit: int, feature_id: str | None
+    ) -> Any:
+        statement = statement.where(*_live(kind, project_id))
+        if feature_id is not None:
+            statement = statement.where(col(MemoryItem.feature_id) == feature_id)
+        return statement.order_by(
+            col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc()
+        ).limit(limit)
+
     def newest(
         self, project_id: int, kind: str, limit: int, *, feature_id: str | None = None
     ) -> list[MemoryItem]:
         """The ``limit`` newest live items of ``kind`` (of one feature, when given)."""
-        statement = select(MemoryItem).where(*_live(kind, project_id))
-        if feature_id is not None:
-            statement = statement.where(col(MemoryItem.feature_id) == feature_id)
-        statement = statement.order_by(
-            col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc()
-        ).limit(limit)
+        statement = self._newest(select(MemoryItem), project_id, kind, limit, feature_id)
         return list(self.session.exec(statement))
+
+    def newest_rankable(
+        self, project_id: int, kind: str, limit: int, *, feature_id: str | None = None
+    ) -> list[Row[Any]]:
+        """As ``newest``, but only the columns a ranking reads, not the documents: the pack
+        ranks up to a thousand items to keep five."""
+        statement = self._newest(select(*RANKING_COLUMNS), project_id, kind, limit, feature_id)
+        return list(self.session.execute(statement))
+
+    def items(self, ids: Sequence[int]) -> list[MemoryItem]:
+        return list(self.session.exec(select(MemoryItem).where(col(MemoryItem.id).in_(ids))))
 
     def active_constraints(self, project_id: int, now_ms: int) -> list[MemoryItem]:
         statement = (

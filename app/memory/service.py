@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Row
 from sqlmodel import Session
 
 from app.core.conditional import etag_of
@@ -440,34 +441,34 @@ def _entry(item: MemoryItem, style: Style) -> packing.Entry:
 
 def _failure_candidates(
     repository: MemoryRepository, pid: int, feature_id: str | None
-) -> list[MemoryItem]:
+) -> list[Row[Any]]:
     """The failures the pack ranks: the feature's own newest and the project's newest, a
     bounded number of each, so that the pack costs the same with a thousand failures stored
     or a million (two index range reads, not the whole file)."""
-    newest = repository.newest(pid, "failure", FAILURE_CANDIDATES)
+    newest = repository.newest_rankable(pid, "failure", FAILURE_CANDIDATES)
     own = (
-        repository.newest(pid, "failure", FAILURE_CANDIDATES, feature_id=feature_id)
+        repository.newest_rankable(pid, "failure", FAILURE_CANDIDATES, feature_id=feature_id)
         if feature_id
         else []
     )
-    unique = {item.id: item for item in [*own, *newest]}
+    unique = {row.id: row for row in [*own, *newest]}
     # In file order, as the whole file was: ranking ties keep it.
-    return sorted(unique.values(), key=lambda item: (item.position, item.id or 0))
+    return sorted(unique.values(), key=lambda row: (row.position, row.id))
 
 
 def _ranked_failures(
     repository: MemoryRepository, pid: int, feature_id: str | None, about: str
 ) -> list[packing.Entry]:
     """The pack's failures, most relevant first. Ranking reads columns only: just the
-    documents of the few chosen are parsed."""
-    items = _failure_candidates(repository, pid, feature_id)
-    shells = [
-        packing.Entry({}, item.feature_id, item.timestamp, item.search_text) for item in items
-    ]
-    item_of = {id(shell): item for shell, item in zip(shells, items, strict=True)}
-    chosen = packing.rank_failures(shells, feature_id, about)[: packing.MAX_FAILURES]
+    documents of the few chosen are loaded and parsed."""
+    rows = _failure_candidates(repository, pid, feature_id)
+    shells = [packing.Entry({}, row.feature_id, row.timestamp, row.search_text) for row in rows]
+    row_id = {id(shell): row.id for shell, row in zip(shells, rows, strict=True)}
+    ranked = packing.rank_failures(shells, feature_id, about)[: packing.MAX_FAILURES]
+    chosen = [row_id[id(shell)] for shell in ranked]
+    items = {item.id: item for item in repository.items(chosen)}
     style = _style_of(repository, pid, ItemKind.failure)
-    return [_entry(item_of[id(shell)], style) for shell in chosen]
+    return [_entry(items[item_id], style) for item_id in chosen]
 
 
 def context_pack(
