@@ -3,6 +3,7 @@
 Documents in the tools' formats never go through here; ``app/formats`` renders those exactly.
 """
 
+import json
 from typing import Any
 
 import orjson
@@ -10,9 +11,14 @@ from fastapi.responses import JSONResponse
 
 
 def dumps(value: Any) -> bytes:
-    return orjson.dumps(value)
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        # orjson refuses lone surrogates, which JSON allows (as escapes) and which a document's
+        # strings may hold; the standard library writes them as escapes, the rest as ASCII.
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 class FastJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return dumps(content)

@@ -206,7 +206,7 @@ class _Reader:
                         pointer(*path, key),
                         f"Go would read this as {by_folded[key.casefold()]!r}; use that name",
                     )
-                result[key] = self.unknown(item, (*path, key))
+                result[self.text(key, (*path, key))] = self.unknown(item, (*path, key))
             elif item is None and field.kind not in ("optional_time", "strings"):
                 if self.zero_missing:
                     self.zero(result, field, path, "null")

@@ -26,8 +26,6 @@ PHASE_STATUSES = ("active", "limit_reached", "approved")
 SOURCE_STATUSES = ("pending", "in_progress", "completed")
 # Agent names are indexed columns; a btree entry has a size limit, a name does not need one.
 MAX_AGENT_NAME = 256
-# The strings that become columns must not hold NUL: PostgreSQL text cannot store it.
-NUL = "\x00"
 INT64_MAX = 2**63 - 1
 
 
@@ -112,7 +110,10 @@ def _is_string(value: Any) -> bool:
 
 
 def _is_column_text(value: Any) -> bool:
-    return isinstance(value, str) and NUL not in value
+    # Phase, task and agent names become indexed columns that lists filter on; NUL or a lone
+    # surrogate (valid JSON, storable by neither database) makes no sense in a name, so the
+    # document is refused (422) rather than stored with a column that differs from it.
+    return isinstance(value, str) and jsondoc.is_storable(value)
 
 
 def _is_optional_column_text(value: Any) -> bool:
@@ -135,8 +136,8 @@ def _one_of(*allowed: str) -> Check:
     return lambda value: value in allowed
 
 
-AGENT_NAME = f"a string of at most {MAX_AGENT_NAME} characters, without NUL"
-COLUMN_TEXT = "a string without NUL characters"
+AGENT_NAME = f"a string of at most {MAX_AGENT_NAME} characters, without NUL or lone surrogates"
+COLUMN_TEXT = "a string without NUL characters or lone surrogates"
 HANDOVER_FIELDS: dict[str, tuple[bool, Check, str]] = {
     # name: (required, check, what is expected)
     "timestamp": (True, _is_timestamp, "an ISO 8601 timestamp"),

@@ -19,6 +19,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def is_storable(text: str) -> bool:
+    """A string a database text column can hold: no NUL, no lone surrogate (both valid JSON)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 # Deeper documents are refused: every writer here (json.dumps, the Go-style renderer) recurses
 # once per level, and real agent state is a handful of levels deep.
 MAX_DEPTH = 256

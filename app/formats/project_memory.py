@@ -112,17 +112,6 @@ _EXPECTED = {
 }
 
 
-def is_storable(text: str) -> bool:
-    """A string a database text column can hold: no NUL, no lone surrogate."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value in INT64
 
@@ -135,7 +124,9 @@ def _valid(kind: str, value: Any) -> bool:
             return isinstance(value, str)
         case "label":
             return (
-                isinstance(value, str) and 0 < len(value) <= MAX_LABEL_CHARS and is_storable(value)
+                isinstance(value, str)
+                and 0 < len(value) <= MAX_LABEL_CHARS
+                and jsondoc.is_storable(value)
             )
         case "integer":
             return _is_integer(value)

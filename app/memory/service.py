@@ -76,7 +76,7 @@ def _no_words(parameter: str) -> InvalidContent:
 
 
 def _check_query_text(parameter: str, value: str | None) -> None:
-    if value is not None and not codec.is_storable(value):
+    if value is not None and not jsondoc.is_storable(value):
         raise InvalidContent(
             "A query parameter holds a character the store cannot compare.",
             errors=[FieldError(f"query.{parameter}", "NUL and lone surrogates are not allowed")],
@@ -228,7 +228,7 @@ def _find(
     session: Session, pid: int, kind: ItemKind, item_id: str, *, for_update: bool = False
 ) -> MemoryItem:
     # An id no document could hold (NUL, a lone surrogate) names nothing; it never reaches SQL.
-    if not codec.is_storable(item_id):
+    if not jsondoc.is_storable(item_id):
         raise _not_found(kind, item_id)
     item = MemoryRepository(session).get(pid, kind.value, item_id, for_update=for_update)
     if item is None:

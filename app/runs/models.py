@@ -1,9 +1,9 @@
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, String, UniqueConstraint
+from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.core.db import BigIntPK, SearchableText, UTCDateTime, utcnow
 from app.projects.models import project_id_column
 
 
@@ -20,13 +20,16 @@ class RunState(SQLModel, table=True):
     project_id: int = Field(sa_column=project_id_column())
     run: str = Field(max_length=128)
     version: int = Field(sa_type=BigInteger)
-    # Copied from the document, whose strings have no length limit.
-    status: str = Field(sa_type=String)
+    # Copied from the document, whose strings have no length limit and may hold NUL (Go writes
+    # it as \u0000; atari's format refuses only lone surrogates). The document keeps it; these
+    # copies, which only the listing shows, hold U+FFFD instead: PostgreSQL text cannot hold NUL,
+    # and both databases should list the same.
+    status: str = Field(sa_type=SearchableText)
     iteration: int = Field(sa_type=BigInteger)
-    current_bead: str = Field(sa_type=String)
+    current_bead: str = Field(sa_type=SearchableText)
     total_cost: float
     total_turns: int = Field(sa_type=BigInteger)
-    updated_at: str = Field(sa_type=String)
+    updated_at: str = Field(sa_type=SearchableText)
     # The file exactly as exported.
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     etag: str = Field(max_length=40)

@@ -62,7 +62,7 @@ def test_every_fault_is_named():
     document["current_phase"] = "in\x00it"
     assert _faults(document) == [
         ("/feature_id", "must be 'f1', the feature in the path"),
-        ("/current_phase", "must be a string without NUL characters"),
+        ("/current_phase", "must be a string without NUL characters or lone surrogates"),
         (
             "/context_sources/l1_architecture/status",
             "must be one of pending, in_progress, completed",

@@ -9,6 +9,7 @@ import gzip
 import json
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -21,6 +22,7 @@ from tests.helpers import assert_problem
 from tests.platform.world import (
     WRITES,
     P,
+    Route,
     World,
     api_routes,
     populate,
@@ -234,3 +236,126 @@ def test_bodies_over_the_limit_are_413_everywhere(small_app, small_client, proje
         ):
             assert_refused(send(small_client, world, route, **request), 413)
     assert readable_state(small_client, world, routes) == before
+
+
+# Valid JSON that neither database can store as text: NUL, and lone surrogates (a low one
+# before a high one, so that the two never pair). Each is tried on its own, so that a field
+# refusing one cannot hide a failure on the other.
+UNSTORABLE = {"NUL": "\x00", "lone surrogates": "\udc00\ud800"}
+EVERYWHERE = ("every string",)
+
+
+def _marked(value: Any, mark: str, at: tuple[Any, ...], path: tuple[Any, ...] = ()) -> Any:
+    """``value`` with ``mark`` appended to the string (or object key) at path ``at``, or to
+    every string (not key: that would only rename fields) when ``at`` is EVERYWHERE."""
+
+    if isinstance(value, dict):
+        return {
+            key + mark if at == (*path, key, "key") else key: _marked(item, mark, at, (*path, key))
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_marked(item, mark, at, (*path, index)) for index, item in enumerate(value)]
+    return value + mark if isinstance(value, str) and at in (EVERYWHERE, path) else value
+
+
+def _string_positions(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """The path of every string in a document, and of every object key (ending in "key")."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield (*path, key, "key")
+            yield from _string_positions(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _string_positions(item, (*path, index))
+    elif isinstance(value, str):
+        yield path
+
+
+def _unstorable_bodies(route: Route) -> Iterator[tuple[str, bytes]]:
+    """Every string marked at once, then each string and key on its own: one request each
+    (cheap: the checks that read everything back run once per route). As JSON escapes:
+    json.dumps writes \\u0000 and \\udc00."""
+    document = json.loads(WRITES[route]["content"])
+    for name, mark in UNSTORABLE.items():
+        for at in [EVERYWHERE, *_string_positions(document)]:
+            marked = json.dumps(_marked(document, mark, at)).encode()
+            yield f"{name} in {'/'.join(map(str, at))}", marked
+
+
+# Where a route's document is read back.
+EXPORTS = {
+    ("PUT", P + "/agents/{agent}/working-context-snapshot"): P
+    + "/agents/{agent}/working-context-snapshot",
+    ("PUT", P + "/runs/{run}/state"): P + "/runs/{run}/state",
+    ("PUT", P + "/features/{feature}/context"): P + "/features/{feature}/context",
+    ("POST", P + "/saves"): P + "/saves/{save_id}",
+}
+
+
+def _same_json(one: bytes, other: bytes) -> bool:
+    """The same values, strings exactly, keys in the same order (layouts differ by format)."""
+    return json.dumps(json.loads(one)) == json.dumps(json.loads(other))
+
+
+def test_strings_no_database_can_store_are_kept_or_refused_everywhere(app, client, world):
+    """NUL and lone surrogates are valid JSON in any string. A route either keeps the document
+    as sent (a column copy holds the searchable form), and everything stays readable, or it
+    refuses it with a problem; never a 500.
+
+    What was refused is sent again to a world of its own, which must not change: a refusal
+    stores nothing. (Checking that after each request would read everything back hundreds of
+    times.)"""
+    routes = api_routes(app)
+    refused: list[tuple[Route, str, bytes]] = []
+    for route in JSON_ROUTES:
+        for case, content in _unstorable_bodies(route):
+            response = send(client, world, route, content=content)
+            assert response.status_code < 500, (route, case, response.text)
+            if response.status_code >= 400:
+                assert_problem(response, response.status_code)
+                refused.append((route, case, content))
+            # Kept byte for byte unless a marked key renamed a field (formats move fields they
+            # do not know) or the save format warned that it replaced a value it cannot read.
+            elif route in EXPORTS and not case.endswith("/key"):
+                if route == ("POST", P + "/saves"):
+                    world.save_id = response.json()["id"]
+                    if response.json()["warnings"]:
+                        continue
+                exported = client.get(world.url(EXPORTS[route])).content
+                assert _same_json(exported, content), (route, case)
+        for read, (status, _) in readable_state(client, world, routes).items():
+            assert status < 500, (route, read)
+
+    untouched = populate(client, world.project + "-refusals")
+    before = readable_state(client, untouched, routes)
+    for route, case, content in refused:
+        response = send(client, untouched, route, content=content)
+        assert 400 <= response.status_code < 500, (route, case, response.text)
+    assert readable_state(client, untouched, routes) == before
+
+
+def _string_query_parameters(app: FastAPI) -> Iterator[tuple[str, str]]:
+    """(GET path format, name) of every query parameter that takes free text."""
+    for path_format, operations in app.openapi()["paths"].items():
+        for parameter in operations.get("get", {}).get("parameters", []):
+            schemas = parameter["schema"].get("anyOf", [parameter["schema"]])
+            if parameter["in"] == "query" and any(
+                schema.get("type") == "string" and "format" not in schema for schema in schemas
+            ):
+                yield path_format, parameter["name"]
+
+
+# A query string is percent-decoded as UTF-8 with errors replaced, so NUL is the one character
+# of the two that arrives as sent: %ED%A0%80 (a surrogate's would-be UTF-8) arrives as U+FFFD.
+UNSTORABLE_QUERY_VALUES = ["%00", "a%00b", "%ED%A0%80", "%EF%BF%BD", "%C0%80"]
+
+
+def test_query_filters_with_unstorable_characters_are_never_a_500(app, client, world):
+    for path_format, name in _string_query_parameters(app):
+        for value in UNSTORABLE_QUERY_VALUES:
+            url = f"{world.url(path_format)}?{name}={value}"
+            response = client.get(url)
+            assert response.status_code < 500, (url, response.text)
+            if response.status_code >= 400:
+                assert_problem(response, response.status_code)
