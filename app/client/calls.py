@@ -12,12 +12,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Document:
-    """A file as an export route answers it: its exact bytes and what describes them."""
+    """A file as an export route answers it: its exact bytes and what describes them.
+
+    ``modified`` is False when the download named an ETag (``if_none_match``) and the server
+    answered 304 Not Modified: the copy with that ETag is current, and ``content`` is empty."""
 
     content: bytes
     etag: str | None
     filename: str | None
     media_type: str | None
+    modified: bool = True
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ def model(type_: Any) -> Callable[[httpx.Response], Any]:
 
 
 def document(response: httpx.Response) -> Document:
+    if response.status_code == httpx.codes.NOT_MODIFIED:
+        return Document(b"", response.headers.get("etag"), None, None, modified=False)
     disposition = response.headers.get("content-disposition", "")
     _, _, filename = disposition.partition('filename="')
     return Document(

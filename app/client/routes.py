@@ -48,6 +48,15 @@ def _conditions(
     return {"If-Match": if_match, "If-None-Match": if_none_match}
 
 
+def _download(
+    path: str, if_none_match: str | None, *, accept: str | None = None, style: Style | None = None
+) -> Call[Document]:
+    """A file's download; with ``if_none_match`` (an ETag of a copy the caller holds), a
+    ``Document`` with ``modified=False`` and no content when that copy is still current."""
+    headers = {"Accept": accept, **_conditions(if_none_match=if_none_match)}
+    return Call("GET", path, document, params={"style": style}, headers=headers)
+
+
 def _body(content: bytes, media_type: str = JSON, **headers: str | None) -> dict[str, Any]:
     return {"content": content, "headers": {"Content-Type": media_type, **headers}}
 
@@ -114,12 +123,14 @@ class Routes:
         return Call("GET", f"{_project(project)}/saves", model(Page[SaveSummary]), params=params)
 
     @endpoint
-    def latest_save(self, project: str) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/saves/latest", document)
+    def latest_save(self, project: str, *, if_none_match: str | None = None) -> Call[Document]:
+        return _download(f"{_project(project)}/saves/latest", if_none_match)
 
     @endpoint
-    def export_save(self, project: str, save_id: int) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/saves/{save_id}", document)
+    def export_save(
+        self, project: str, save_id: int, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        return _download(f"{_project(project)}/saves/{save_id}", if_none_match)
 
     @endpoint
     def resume_save(
@@ -169,8 +180,11 @@ class Routes:
         )
 
     @endpoint
-    def get_snapshot(self, project: str, agent: str) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/agents/{agent}/working-context-snapshot", document)
+    def get_snapshot(
+        self, project: str, agent: str, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        return _download(path, if_none_match)
 
     @endpoint
     def delete_snapshot(
@@ -212,10 +226,12 @@ class Routes:
         return Call("GET", path, model(Page[dict[str, Any]]), params=params)
 
     @endpoint
-    def export_memory(self, project: str, agent: str, memory: MemoryFile) -> Call[Document]:
+    def export_memory(
+        self, project: str, agent: str, memory: MemoryFile, *, if_none_match: str | None = None
+    ) -> Call[Document]:
         """The whole JSONL file, as autobyteus writes it."""
         path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
-        return Call("GET", path, document, headers={"Accept": NDJSON_MEDIA_TYPE})
+        return _download(path, if_none_match, accept=NDJSON_MEDIA_TYPE)
 
     @endpoint
     def restore(
@@ -264,12 +280,16 @@ class Routes:
         return Call("PUT", path, model(StateReceipt), **body)
 
     @endpoint
-    def export_state(self, project: str, run: str) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/runs/{run}/state", document)
+    def export_state(
+        self, project: str, run: str, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        return _download(f"{_project(project)}/runs/{run}/state", if_none_match)
 
     @endpoint
-    def export_backup(self, project: str, run: str) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/runs/{run}/state/backup", document)
+    def export_backup(
+        self, project: str, run: str, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        return _download(f"{_project(project)}/runs/{run}/state/backup", if_none_match)
 
     @endpoint
     def load_state(
@@ -382,8 +402,10 @@ class Routes:
         return Call("GET", path, model(Page[FeatureSummary]), params=params)
 
     @endpoint
-    def export_context(self, project: str, feature: str) -> Call[Document]:
-        return Call("GET", f"{_project(project)}/features/{feature}/context", document)
+    def export_context(
+        self, project: str, feature: str, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        return _download(f"{_project(project)}/features/{feature}/context", if_none_match)
 
     @endpoint
     def put_context(
@@ -493,9 +515,11 @@ class Routes:
     # Project memory (Context Agent).
 
     @endpoint
-    def get_running_summary(self, project: str, *, style: Style | None = None) -> Call[Document]:
+    def get_running_summary(
+        self, project: str, *, style: Style | None = None, if_none_match: str | None = None
+    ) -> Call[Document]:
         path = f"{_project(project)}/memory/running-summary"
-        return Call("GET", path, document, params={"style": style})
+        return _download(path, if_none_match, style=style)
 
     @endpoint
     def put_running_summary(
@@ -512,10 +536,15 @@ class Routes:
 
     @endpoint
     def export_memory_file(
-        self, project: str, name: MemoryFileName, *, style: Style | None = None
+        self,
+        project: str,
+        name: MemoryFileName,
+        *,
+        style: Style | None = None,
+        if_none_match: str | None = None,
     ) -> Call[Document]:
         path = f"{_project(project)}/memory/files/{name}"
-        return Call("GET", path, document, params={"style": style})
+        return _download(path, if_none_match, style=style)
 
     @endpoint
     def put_memory_file(

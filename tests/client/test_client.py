@@ -165,6 +165,43 @@ def test_documents_round_trip_through_the_client(client, project):
     assert [p.name for p in projects] == [project]
 
 
+def test_downloads_name_the_copy_they_hold_and_get_304_while_it_is_current(client, project):
+    store = _sync(client)
+    store.import_save(project, python_indent2(seed_save()))
+    snapshot = golden_bytes("autobyteus/working_context_snapshot.json")
+    agent = json.loads(snapshot)["agent_id"]
+    store.put_snapshot(project, agent, snapshot)
+    store.append_memory(project, agent, "episodic", golden_bytes("autobyteus/episodic.jsonl"))
+    store.load_state(project, "r1", b"not a state")  # kept as the backup
+    store.create_feature(project, "f1")
+    store.put_memory_file(
+        project, "running-summary.json", golden_bytes("memory-running-summary.json")
+    )
+    store.create_memory_item(project, "decisions", {"decision": "use httpx"})
+    downloads = {
+        "latest save": lambda **kw: store.latest_save(project, **kw),
+        "snapshot": lambda **kw: store.get_snapshot(project, agent, **kw),
+        "episodic": lambda **kw: store.export_memory(project, agent, "episodic", **kw),
+        "state": lambda **kw: store.export_state(project, "r1", **kw),
+        "backup": lambda **kw: store.export_backup(project, "r1", **kw),
+        "context": lambda **kw: store.export_context(project, "f1", **kw),
+        "summary": lambda **kw: store.get_running_summary(project, style="snake", **kw),
+        "decisions": lambda **kw: store.export_memory_file(project, "key-decisions.json", **kw),
+    }
+    for name, download in downloads.items():
+        held = download()
+        assert held.modified and held.content and held.etag, name
+        unchanged = download(if_none_match=held.etag)
+        assert (unchanged.modified, unchanged.content, unchanged.etag) == (False, b"", held.etag)
+        assert download(if_none_match='"another"') == held, name
+    # Once the file changes, the old tag brings the new file.
+    held = store.export_context(project, "f1")
+    note = {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": "m"}
+    store.append_handover(project, "f1", note)
+    changed = store.export_context(project, "f1", if_none_match=held.etag)
+    assert changed.modified and changed.etag != held.etag and changed.content != held.content
+
+
 def test_problems_raise_one_error_class_with_the_problem(client, project):
     store = _sync(client)
     with pytest.raises(ContextStoreError) as raised:
