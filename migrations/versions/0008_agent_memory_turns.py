@@ -51,12 +51,18 @@ def _backfill() -> None:
         ).all()
         if not rows:
             break
+        # turn_id as appends now store it (app.core.db.searchable: SQLite took NUL before;
+        # neither database ever held a lone surrogate), so that old and new rows of a turn match.
         connection.execute(
             items.update()
             .where(items.c.id == sa.bindparam("item_id"))
-            .values(turn_key=sa.bindparam("key")),
+            .values(turn_id=sa.bindparam("stored_id"), turn_key=sa.bindparam("key")),
             [
-                {"item_id": row.id, "key": hashlib.sha256(row.turn_id.encode()).hexdigest()}
+                {
+                    "item_id": row.id,
+                    "stored_id": row.turn_id.replace("\x00", "\ufffd"),
+                    "key": hashlib.sha256(row.turn_id.encode()).hexdigest(),
+                }
                 for row in rows
             ],
         )

@@ -55,9 +55,12 @@ def test_0008_registers_the_turns_of_the_raw_traces_stored_before_it(backend, te
                 .values(tenant=tenant, name="p", created_at=now, last_write_at=now)
                 .returning(Project.__table__.c.id)  # type: ignore[attr-defined]
             ).scalar_one()
-            traces = [
-                raw_trace(turn, seq) for turn, seq in [("a", 1), ("b", 1), ("a", 2), ("c", 1)]
-            ]
+            stored = [("a", 1), ("b", 1), ("a", 2), ("c", 1)]
+            if backend.name == "sqlite":
+                # SQLite took a NUL in a turn id before 0008 (PostgreSQL never did); the app
+                # now stores its searchable form, which the backfill must give the old rows.
+                stored.insert(0, ("n\x00", 1))
+            traces = [raw_trace(turn, seq) for turn, seq in stored]
             rows = [
                 {
                     "agent": "agent",
@@ -68,7 +71,7 @@ def test_0008_registers_the_turns_of_the_raw_traces_stored_before_it(backend, te
                 for t in traces
             ]
             # Another agent's turn of the same name, and an item that is no raw trace.
-            rows.append(rows[1] | {"agent": "other"})
+            rows.append(next(row for row in rows if row["turn_id"] == "b") | {"agent": "other"})
             episode = {"id": "ep", "ts": 1.0, "turn_ids": ["c"], "summary": "s", "salience": 1}
             rows.append({"agent": "agent", "kind": "episodic", "line": render_line(episode)})
             connection.execute(
@@ -91,3 +94,12 @@ def test_0008_registers_the_turns_of_the_raw_traces_stored_before_it(backend, te
             "(d:1) USER: d 1",
         ]
         assert recent_turns(client, "p", "other", 3) == ["(b:1) USER: b 1"]
+        if backend.name == "sqlite":
+            response = client.post(
+                "/v1/projects/p/agents/agent/memory/raw-traces", json=[raw_trace("n\x00", 2)]
+            )
+            assert response.status_code == 201, response.text
+            assert recent_turns(client, "p", "agent", 9)[:2] == [
+                "(n\x00:1) USER: n\x00 1",
+                "(n\x00:2) USER: n\x00 2",
+            ]
