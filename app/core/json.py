@@ -14,8 +14,9 @@ def dumps(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        # orjson refuses lone surrogates, which JSON allows (as escapes) and which a document's
-        # strings may hold; the standard library writes them as escapes, the rest as ASCII.
+        # orjson refuses what JSON allows and a stored document may hold: lone surrogates
+        # (written as escapes), integers beyond 64 bits, nesting past 254 levels (documents
+        # may reach MAX_DEPTH, 256). The standard library writes all of them, as ASCII.
         return json.dumps(value, separators=(",", ":")).encode()
 
 

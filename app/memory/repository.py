@@ -147,7 +147,7 @@ class MemoryRepository:
         )
         return list(self.session.exec(statement))
 
-    def new_item_context(self, project_id: int, kind: str, item_id: str) -> "NewItemContext":
+    def new_item_context(self, project_id: int, kind: str, item_id: str) -> NewItemContext:
         """What a new item needs to know, in one statement (appends are the hot path): whether
         its id is taken, the next position, the features completed so far, the file's style."""
         items = (MemoryItem.project_id == project_id, MemoryItem.kind == kind)

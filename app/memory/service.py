@@ -466,9 +466,13 @@ def _ranked_failures(
     row_id = {id(shell): row.id for shell, row in zip(shells, rows, strict=True)}
     ranked = packing.rank_failures(shells, feature_id, about)[: packing.MAX_FAILURES]
     chosen = [row_id[id(shell)] for shell in ranked]
+    if not chosen:
+        return []
+    # A failure deleted since it was ranked (PostgreSQL reads what has committed by each
+    # statement) is left out, as it would be had the pack come a moment later.
     items = {item.id: item for item in repository.items(chosen)}
     style = _style_of(repository, pid, ItemKind.failure)
-    return [_entry(items[item_id], style) for item_id in chosen]
+    return [_entry(items[item_id], style) for item_id in chosen if item_id in items]
 
 
 def context_pack(

@@ -367,6 +367,37 @@ def test_the_pack_ranks_failures_among_the_newest(client, project, monkeypatch):
     assert [failure["id"] for failure in pack["failures"]] == ["fail-2", "fail-4", "fail-3"]
 
 
+def test_a_failure_deleted_while_the_pack_ranks_is_left_out(client, engine, project, monkeypatch):
+    """The pack ranks on columns, then loads the chosen documents: on PostgreSQL (READ
+    COMMITTED) a delete can commit between the two reads."""
+    for number in range(3):
+        item = {"id": f"fail-{number}", "description": f"disk {number}", "timestamp": number}
+        assert _post(client, project, "failures", item).status_code == 201
+    ranked = MemoryRepository.newest_rankable
+
+    def rank_then_delete(self, *args, **kwargs):
+        rows = ranked(self, *args, **kwargs)
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "DELETE FROM memory_items WHERE item_id = 'fail-2' AND project_id = "
+                    "(SELECT id FROM projects WHERE name = :name)"
+                ),
+                {"name": project},
+            )
+        return rows
+
+    monkeypatch.setattr(MemoryRepository, "newest_rankable", rank_then_delete)
+    response = client.get(f"{_base(project)}/context", params={"about": "disk"})
+    assert response.status_code == 200, response.text
+    listed = {failure["id"] for failure in response.json()["failures"]}
+    # SQLite's read keeps the snapshot it began with; PostgreSQL's second read misses fail-2.
+    kept = (
+        {"fail-0", "fail-1", "fail-2"} if engine.dialect.name == "sqlite" else {"fail-0", "fail-1"}
+    )
+    assert listed == kept
+
+
 def test_a_budget_the_constraints_alone_exceed_is_refused(client, project):
     _fill_memory(client, project, summary_words=10)
     response = client.get(f"{_base(project)}/context", params={"max_tokens": 20})
