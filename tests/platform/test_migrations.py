@@ -32,9 +32,17 @@ def test_downgrade_to_base_with_data_and_upgrade_again(backend, tenant):
     with TestClient(app):
         client = client_for(app, create_key(app, tenant))
         assert import_save(client, "p", seed_save()).status_code == 201
-    downgrade(url, "base")
+        traces = [raw_trace("a", 1), raw_trace("b", 1)]
+        response = client.post("/v1/projects/p/agents/agent/memory/raw-traces", json=traces)
+        assert response.status_code == 201, response.text
+    # One step at a time first: 0008's downgrade with its register and keys filled.
+    downgrade(url, "0007")
     engine = create_engine(url)
     try:
+        with engine.connect() as connection:
+            kept = connection.execute(text("SELECT COUNT(*) FROM agent_memory_items"))
+            assert kept.scalar_one() == 2
+        downgrade(url, "base")
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
         upgrade(url)
         with engine.connect() as connection:
