@@ -6,6 +6,7 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import AfterValidator, BeforeValidator
 
+from app.formats import jsondoc
 from app.formats.timestamps import to_utc
 
 INT64_MAX = 2**63 - 1
@@ -36,13 +37,9 @@ UTCInstant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(
 
 
 def storable(text: str) -> str:
-    """Refuse what a database text column cannot hold: NUL, and lone surrogates (not UTF-8)."""
-    if "\x00" in text:
-        raise ValueError("must not contain the NUL character")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError("must be valid Unicode (no lone surrogates)") from exc
+    """Refuse what a database text column cannot hold."""
+    if not jsondoc.is_storable(text):
+        raise ValueError("must hold no NUL character and no lone surrogate")
     return text
 
 

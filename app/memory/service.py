@@ -10,7 +10,7 @@ from sqlalchemy import Row
 from sqlmodel import Session
 
 from app.core.conditional import etag_of
-from app.core.db import utcnow
+from app.core.db import searchable, utcnow
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
 from app.formats import project_memory as codec
@@ -56,12 +56,6 @@ class MemoryFile:
 
 def now_ms() -> int:
     return int(utcnow().timestamp() * 1000)
-
-
-def _storable(text: str) -> str:
-    """Text for the search column: NUL and lone surrogates do not fit a database text."""
-    text = text[:MAX_SEARCH_CHARS].replace("\x00", " ")
-    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _file(filename: str, content: bytes) -> MemoryFile:
@@ -171,7 +165,7 @@ def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) ->
     item.timestamp = columns.timestamp
     item.expires_at = columns.expires_at
     item.resolved = columns.resolved
-    item.search_text = _storable(columns.search_text)
+    item.search_text = searchable(columns.search_text[:MAX_SEARCH_CHARS])
     item.content = json.dumps(document).encode("ascii")
     item.etag = etag_of(item.content)
     item.updated_at = utcnow()
