@@ -12,7 +12,7 @@ from app.agents.schemas import (
     SnapshotReceipt,
 )
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
-from app.core.conditional import require_if_match, require_if_none_match
+from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import AgentName, ProjectName
@@ -74,11 +74,7 @@ def put_snapshot(
     """Write the cache. Valid means `schema_version` 1, `agent_id` equal to the path's agent,
     and well-formed messages; otherwise a 422 names each fault. Honours If-Match and
     `If-None-Match: *`."""
-
-    def precondition(current: str | None) -> None:
-        require_if_match(request, current)
-        require_if_none_match(request, current)
-
+    precondition = if_match_or_create_only(request)
     stored = service.put_snapshot(session, principal.tenant, project, agent, raw, precondition)
     return FastJSONResponse(
         stored.receipt.model_dump(),
@@ -111,9 +107,7 @@ def delete_snapshot(
     principal: Writer,
 ) -> Response:
     """Drop the cache. Honours If-Match."""
-    service.delete_snapshot(
-        session, principal.tenant, project, agent, lambda etag: require_if_match(request, etag)
-    )
+    service.delete_snapshot(session, principal.tenant, project, agent, if_match(request))
     return Response(status_code=204)
 
 
@@ -200,7 +194,7 @@ def restore(
         project,
         agent,
         body,
-        lambda etag: require_if_match(request, etag),
+        if_match(request),
     )
     response = _json(
         {"source": restored.source, "reason": restored.reason, "snapshot": restored.document},

@@ -2,7 +2,6 @@
 otherwise a rebuild from memory, as autobyteus 1.4's bootstrapper does)."""
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -12,7 +11,7 @@ from app.agents import compaction
 from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.agents.repository import MemoryRepository, SnapshotRepository
 from app.agents.schemas import RestoreRequest, SnapshotReceipt
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import agent_memory, jsondoc
@@ -23,8 +22,6 @@ from app.projects.service import project_id, touch_project
 
 # WorkingContextSnapshot's epoch before anything was restored or compacted.
 INITIAL_EPOCH = 1
-
-Precondition = Callable[[str | None], None]
 
 
 @dataclass(frozen=True)

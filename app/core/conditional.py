@@ -1,11 +1,17 @@
 """Strong ETags and the conditional headers If-Match and If-None-Match (RFC 9110 13.1)."""
 
 import hashlib
+from collections.abc import Callable
 
 from fastapi import Request, Response
 
 from app.core.encoding import identity_etag
 from app.core.errors import PreconditionFailed
+
+# A write's check of the client's conditions against the current ETag (None: the resource
+# does not exist yet). Services call it once they hold the row's lock, so that the version
+# checked is the version changed.
+Precondition = Callable[[str | None], None]
 
 
 def etag_of(content: bytes) -> str:
@@ -43,6 +49,21 @@ def require_if_none_match(request: Request, current: str | None) -> None:
         return
     if header.strip() == "*" or _strong_match(header, current):
         raise PreconditionFailed("The resource exists (If-None-Match).", current_etag=current)
+
+
+def if_match(request: Request) -> Precondition:
+    """For a change or a delete: If-Match."""
+    return lambda current: require_if_match(request, current)
+
+
+def if_match_or_create_only(request: Request) -> Precondition:
+    """For a PUT that creates or replaces: If-Match, and ``If-None-Match: *`` (create only)."""
+
+    def check(current: str | None) -> None:
+        require_if_match(request, current)
+        require_if_none_match(request, current)
+
+    return check
 
 
 def not_modified(request: Request, current: str) -> Response | None:

@@ -4,7 +4,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
-from app.core.conditional import require_if_match, require_if_none_match
+from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import FeatureName, ProjectName
@@ -68,10 +68,6 @@ def _context_url(project: str, feature: str) -> str:
 
 def _summary(context: FeatureContext) -> FeatureSummary:
     return FeatureSummary.model_validate(context, from_attributes=True)
-
-
-def _if_match(request: Request) -> service.Precondition:
-    return lambda etag: require_if_match(request, etag)
 
 
 @router.post(
@@ -159,11 +155,7 @@ def import_context(
     `feature_id` equal to `{feature}`, and every documented field that is present in its
     documented shape; anything else is kept. Its handovers are indexed. Honours `If-Match`
     and `If-None-Match: *`."""
-
-    def precondition(etag: str | None) -> None:
-        require_if_none_match(request, etag)
-        require_if_match(request, etag)
-
+    precondition = if_match_or_create_only(request)
     context, created = service.put(session, principal.tenant, project, feature, raw, precondition)
     headers = {"ETag": context.etag}
     if created:
@@ -191,7 +183,7 @@ def patch_context(
     `{"context_sources": {"l1_architecture": {"status": "completed"}}}`. The result must still
     be a valid context (422 and nothing changed otherwise). `last_updated` moves to now unless
     the patch sets it. Returns the new `context.json`. Honours `If-Match`."""
-    context = service.patch(session, principal.tenant, project, feature, raw, _if_match(request))
+    context = service.patch(session, principal.tenant, project, feature, raw, if_match(request))
     return _document(context, 200)
 
 
@@ -204,7 +196,7 @@ def delete_context(
     principal: Writer,
 ) -> Response:
     """Delete the feature: its context and its handovers. Honours `If-Match`."""
-    service.delete(session, principal.tenant, project, feature, _if_match(request))
+    service.delete(session, principal.tenant, project, feature, if_match(request))
     return Response(status_code=204)
 
 
@@ -223,7 +215,7 @@ def append_handover(
     if (replayed := idempotency.replay()) is not None:
         return replayed
     appended = service.append_handover(
-        session, principal.tenant, project, feature, body.model_dump(), _if_match(request)
+        session, principal.tenant, project, feature, body.model_dump(), if_match(request)
     )
     result = HandoverAppended(
         feature_id=feature,
@@ -306,7 +298,7 @@ def record_review(
         issues_count=body.issues_count,
     )
     change, context = service.review(
-        session, principal.tenant, project, feature, review, _if_match(request)
+        session, principal.tenant, project, feature, review, if_match(request)
     )
     return idempotency.record(_breaker_response(feature, change, context, 201))
 
@@ -326,6 +318,6 @@ def reset_circuit_breaker(
     if (replayed := idempotency.replay()) is not None:
         return replayed
     change, context = service.reset_breaker(
-        session, principal.tenant, project, feature, _if_match(request)
+        session, principal.tenant, project, feature, if_match(request)
     )
     return idempotency.record(_breaker_response(feature, change, context, 200))

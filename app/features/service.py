@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlmodel import Session
 
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.features import breaker
@@ -20,8 +20,6 @@ from app.features.models import FeatureContext, Handover
 from app.features.repository import FeatureRepository, HandoverRepository
 from app.formats import feature_context, jsondoc
 from app.projects.service import project_id, touch_project
-
-Precondition = Callable[[str | None], None]
 
 
 def _now_text() -> str:

@@ -5,7 +5,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
-from app.core.conditional import not_modified, require_if_match, require_if_none_match
+from app.core.conditional import if_match, if_match_or_create_only, not_modified
 from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
@@ -64,14 +64,6 @@ JSON_FILE = {
 JSON_OBJECT_BODY = raw_body("application/json", schema={"type": "object"})
 
 
-def _preconditions(request: Request) -> service.Precondition:
-    def check(current: str | None) -> None:
-        require_if_match(request, current)
-        require_if_none_match(request, current)
-
-    return check
-
-
 def _download(request: Request, file: service.MemoryFile) -> Response:
     return document_response(request, etag=file.etag, filename=file.filename, content=file.content)
 
@@ -116,7 +108,7 @@ def put_running_summary(
         principal.tenant,
         project,
         raw,
-        _preconditions(request),
+        if_match_or_create_only(request),
         get_settings(request).memory_summary_max_tokens,
     )
     return _summary_response(receipt)
@@ -158,7 +150,7 @@ def import_file(
     if name is MemoryFileName.running_summary:
         return put_running_summary(project, request, raw, session, principal)
     etag, style, count = service.put_items_file(
-        session, principal.tenant, project, FILE_KINDS[name], raw, _preconditions(request)
+        session, principal.tenant, project, FILE_KINDS[name], raw, if_match_or_create_only(request)
     )
     receipt = FileReceipt(etag=etag, style=style, items=count)
     return FastJSONResponse(receipt.model_dump(mode="json"), headers={"ETag": etag})
@@ -344,7 +336,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
             kind,
             item_id,
             raw,
-            lambda current: require_if_match(request, current),
+            if_match(request),
         )
         return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
 
@@ -369,7 +361,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
             project,
             kind,
             item_id,
-            lambda current: require_if_match(request, current),
+            if_match(request),
         )
         return Response(status_code=204)
 

@@ -2,14 +2,13 @@
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Row
 from sqlmodel import Session
 
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import searchable, utcnow
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
@@ -28,8 +27,6 @@ from app.memory.schemas import (
     SummaryReceipt,
 )
 from app.projects.service import project_id, touch_project
-
-Precondition = Callable[[str | None], None]
 
 SUMMARY_FILE = "running-summary.json"
 ITEM_FILES = {

@@ -1,7 +1,7 @@
 from fastapi import APIRouter, Request, Response
 
 from app.core.body import ContextStoreRoute
-from app.core.conditional import not_modified, require_if_match
+from app.core.conditional import if_match, not_modified
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.identifiers import ProjectName
 from app.core.pagination import Cursor, Limit, Page
@@ -44,7 +44,5 @@ def delete_project(
     project: ProjectName, request: Request, session: WriteSession, principal: Writer
 ) -> Response:
     """Delete the project and everything stored in it. Honours If-Match."""
-    service.delete_project(
-        session, principal.tenant, project, lambda etag: require_if_match(request, etag)
-    )
+    service.delete_project(session, principal.tenant, project, if_match(request))
     return Response(status_code=204)

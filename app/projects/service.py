@@ -1,10 +1,8 @@
 """Projects spring into being on a first write and go away with everything in them."""
 
-from collections.abc import Callable
-
 from sqlmodel import Session
 
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.core.json import dumps
@@ -69,9 +67,7 @@ def list_projects(
     return [_public(p, counts[p.id]) for p in projects if p.id is not None], next_cursor
 
 
-def delete_project(
-    session: Session, tenant: str, name: str, precondition: Callable[[str], None]
-) -> None:
+def delete_project(session: Session, tenant: str, name: str, precondition: Precondition) -> None:
     """``precondition`` receives the current ETag and raises to stop the delete."""
     repository = ProjectRepository(session)
     project, public = _load(repository, tenant, name, for_update=True)

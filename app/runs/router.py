@@ -1,7 +1,7 @@
 from fastapi import APIRouter, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
-from app.core.conditional import require_if_match, require_if_none_match
+from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.errors import FieldError, InvalidContent
 from app.core.idempotency import IdempotencyDep
@@ -38,10 +38,6 @@ BACKUP_FILE = {
     304: {"description": "Unchanged (If-None-Match)."},
 }
 STATE_SCHEMA = {"type": "object", "description": "An atari state document, version 1 or 2."}
-
-
-def _if_match(request: Request) -> service.Precondition:
-    return lambda etag: require_if_match(request, etag)
 
 
 def _json(body: RunSummary | IterationResult | LoadResult, status: int = 200) -> Response:
@@ -84,11 +80,7 @@ def put_state(
     (or a version other than 1 and 2) is a 400 or 422 and changes nothing. Empty `omitempty`
     fields are dropped, as atari's writer drops them, and listed in `notices`. Honours
     If-Match and `If-None-Match: *`."""
-
-    def precondition(etag: str | None) -> None:
-        require_if_match(request, etag)
-        require_if_none_match(request, etag)
-
+    precondition = if_match_or_create_only(request)
     receipt, created = service.put_state(session, principal.tenant, project, run, raw, precondition)
     return _json(receipt, 201 if created else 200)
 
@@ -167,7 +159,7 @@ def start_iteration(
     if (replayed := idempotency.replay()) is not None:
         return replayed
     result = service.start_iteration(
-        session, principal.tenant, project, run, body, _if_match(request)
+        session, principal.tenant, project, run, body, if_match(request)
     )
     return idempotency.record(_json(result))
 
@@ -188,9 +180,7 @@ def end_iteration(
     409 if the bead has no history entry."""
     if (replayed := idempotency.replay()) is not None:
         return replayed
-    result = service.end_iteration(
-        session, principal.tenant, project, run, body, _if_match(request)
-    )
+    result = service.end_iteration(session, principal.tenant, project, run, body, if_match(request))
     return idempotency.record(_json(result))
 
 
@@ -206,7 +196,7 @@ def patch_state(
     """Set `status`, `active_top_level` and its title, and the stall fields
     (`stalled_bead_id`, `stalled_bead_title`, `stall_reason`, `stalled_at`, `stall_type`,
     `created_beads`); null or empty clears an optional field. Honours If-Match."""
-    result = service.patch_state(session, principal.tenant, project, run, body, _if_match(request))
+    result = service.patch_state(session, principal.tenant, project, run, body, if_match(request))
     return _json(result)
 
 
@@ -215,5 +205,5 @@ def delete_run(
     project: ProjectName, run: RunName, request: Request, session: WriteSession, principal: Writer
 ) -> Response:
     """Delete the run: its state, its backup and its counted sessions. Honours If-Match."""
-    service.delete_run(session, principal.tenant, project, run, _if_match(request))
+    service.delete_run(session, principal.tenant, project, run, if_match(request))
     return Response(status_code=204)

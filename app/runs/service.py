@@ -1,13 +1,12 @@
 """The rules for atari run state: strict import, the tool's load, atomic iteration updates."""
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlmodel import Session
 
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state
@@ -26,7 +25,6 @@ from app.runs.schemas import (
     StateReceipt,
 )
 
-Precondition = Callable[[str | None], None]
 """Receives the current ETag (None when the run has no state yet) and raises to refuse."""
 
 

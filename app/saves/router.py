@@ -4,7 +4,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
-from app.core.conditional import require_if_match
+from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName
@@ -150,7 +150,7 @@ def resume_save(
         principal.tenant,
         project,
         save_id,
-        lambda etag: require_if_match(request, etag),
+        if_match(request),
     )
     response = FastJSONResponse(
         {
@@ -173,9 +173,7 @@ def delete_save(
     principal: Writer,
 ) -> Response:
     """Delete one save. Honours If-Match."""
-    service.delete_save(
-        session, principal.tenant, project, save_id, lambda etag: require_if_match(request, etag)
-    )
+    service.delete_save(session, principal.tenant, project, save_id, if_match(request))
     return Response(status_code=204)
 
 

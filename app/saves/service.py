@@ -1,14 +1,13 @@
 """The rules for context saves: validation with defaults, redaction, retention, resume."""
 
 import gzip
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session
 
-from app.core.conditional import etag_of
+from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
@@ -185,7 +184,7 @@ def resume(
     tenant: str,
     project: str,
     save_id: int,
-    precondition: Callable[[str], None],
+    precondition: Precondition,
 ) -> Resumed:
     """Seed 000's resume process: check the version, count the resume, name the phase."""
     touch_project(session, tenant, project)
@@ -217,7 +216,7 @@ def delete_save(
     tenant: str,
     project: str,
     save_id: int,
-    precondition: Callable[[str], None],
+    precondition: Precondition,
 ) -> None:
     touch_project(session, tenant, project)
     save = _find(session, tenant, project, save_id, for_update=True)
