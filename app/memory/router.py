@@ -177,7 +177,6 @@ def _list(
 @router.get("/decisions", response_model=Page[MemoryItemPublic])
 def list_decisions(
     project: ProjectName,
-    request: Request,
     session: ReadSession,
     principal: Reader,
     feature_id: Text = None,
@@ -204,7 +203,6 @@ def list_decisions(
 @router.get("/failures", response_model=Page[MemoryItemPublic])
 def list_failures(
     project: ProjectName,
-    request: Request,
     session: ReadSession,
     principal: Reader,
     feature_id: Text = None,
@@ -231,7 +229,6 @@ def list_failures(
 @router.get("/constraints", response_model=Page[MemoryItemPublic])
 def list_constraints(
     project: ProjectName,
-    request: Request,
     session: ReadSession,
     principal: Reader,
     type: Text = None,
