@@ -42,6 +42,20 @@ def _list(client, project, plural, **params):
     return [item["id"] for item in response.json()["items"]]
 
 
+def test_text_no_database_stores_is_kept_and_its_words_still_found(client, project):
+    # NUL and a lone surrogate are valid JSON; the search column holds U+FFFD for them, a
+    # separator to both full-text engines, and the item keeps them as sent.
+    texts = {"n1": "disk\u0000full", "s1": "quota\udc00exceeded"}
+    for item_id, decision in texts.items():
+        item = {"id": item_id, "decision": decision, "timestamp": 1}
+        assert _post(client, project, "decisions", item).status_code == 201
+    assert _list(client, project, "decisions", q="full") == ["n1"]
+    assert _list(client, project, "decisions", q="exceeded") == ["s1"]
+    for item_id, decision in texts.items():
+        stored = client.get(f"{_base(project)}/decisions/{item_id}").json()
+        assert stored["item"]["decision"] == decision
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
