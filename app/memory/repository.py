@@ -73,6 +73,13 @@ class MemoryRepository:
 
     # List files' styles.
 
+    def file_styles(self, project_id: int) -> dict[str, str]:
+        """Each written file's style, by kind."""
+        statement = select(MemoryFileStyle.kind, MemoryFileStyle.style).where(
+            MemoryFileStyle.project_id == project_id
+        )
+        return dict(self.session.exec(statement).all())
+
     def file_style(self, project_id: int, kind: str) -> MemoryFileStyle | None:
         statement = select(MemoryFileStyle).where(
             MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind

@@ -448,7 +448,7 @@ def _failure_candidates(
 
 
 def _ranked_failures(
-    repository: MemoryRepository, pid: int, feature_id: str | None, about: str
+    repository: MemoryRepository, pid: int, feature_id: str | None, about: str, style: Style
 ) -> list[packing.Entry]:
     """The pack's failures, most relevant first. Ranking reads columns only: just the
     documents of the few chosen are loaded and parsed."""
@@ -462,7 +462,6 @@ def _ranked_failures(
     # A failure deleted since it was ranked (PostgreSQL reads what has committed by each
     # statement) is left out, as it would be had the pack come a moment later.
     items = {item.id: item for item in repository.items(chosen)}
-    style = _style_of(repository, pid, ItemKind.failure)
     return [_entry(items[item_id], style) for item_id in chosen if item_id in items]
 
 
@@ -481,16 +480,22 @@ def context_pack(
     if summary_row is not None:
         summary = codec.field(jsondoc.load(summary_row.content), "content")
 
+    # The three files' styles in one read.
+    styles = repository.file_styles(pid)
+
+    def style(kind: ItemKind) -> Style:
+        return _file_style(styles.get(kind.value))
+
     def entries(kind: ItemKind, items: list[MemoryItem]) -> list[packing.Entry]:
-        style = _style_of(repository, pid, kind)
-        return [_entry(item, style) for item in items]
+        return [_entry(item, style(kind)) for item in items]
 
     decisions = entries(
         ItemKind.decision, repository.newest(pid, "decision", packing.MAX_DECISIONS)
     )
     # The feature's text: what the caller says about it and its own decisions.
     own_text = [e.search_text for e in decisions if feature_id and e.feature_id == feature_id]
-    ranked = _ranked_failures(repository, pid, feature_id, "\n".join([about or "", *own_text]))
+    about_feature = "\n".join([about or "", *own_text])
+    ranked = _ranked_failures(repository, pid, feature_id, about_feature, style(ItemKind.failure))
     constraints = entries(ItemKind.constraint, repository.active_constraints(pid, now_ms()))
     try:
         built = packing.build(

@@ -359,6 +359,18 @@ def test_the_pack_prefers_the_features_own_failures(client, project):
     assert len(pack["decisions"]) == 10 and not pack["summary_truncated"]
 
 
+def test_the_pack_shows_each_kind_in_its_files_style(client, project):
+    decisions = [{"id": "dec-001", "timestamp": 1, "feature_id": "f1", "decision": "d"}]
+    assert _put_file(client, project, "key-decisions", decisions).status_code == 200
+    failures = [{"id": "fail-001", "timestamp": 1, "feature_id": "f1", "description": "x"}]
+    assert _put_file(client, project, "failure-memory", failures).status_code == 200
+    _post(client, project, "constraints", {"description": "c", "type": "tech", "addedAt": 1})
+    pack = client.get(f"{_base(project)}/context", params={"feature_id": "f1"}).json()
+    assert pack["decisions"][0]["feature_id"] == "f1"  # snake_case, as its file
+    assert pack["failures"][0]["feature_id"] == "f1"
+    assert "addedAt" in pack["constraints"][0]  # camelCase: the seed's, for a new file
+
+
 def test_the_pack_ranks_failures_among_the_newest(client, project, monkeypatch):
     monkeypatch.setattr(memory_service, "FAILURE_CANDIDATES", 2)
     failures = [
