@@ -1,10 +1,10 @@
 import hashlib
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.core.db import BigIntPK, SearchableLongText, UTCDateTime, utcnow
 from app.projects.models import project_id_column
 
 
@@ -36,10 +36,10 @@ class AgentMemoryItem(SQLModel, table=True):
     agent: str = Field(max_length=128)
     kind: str = Field(max_length=16)
     # Raw traces only: the tail is chosen by turn. Unbounded and unindexed, since it comes
-    # from the document (an index would cap its length). Stored as searchable() text (NUL and
-    # lone surrogates, which neither database stores, as U+FFFD); turn_key, computed from the
+    # from the document (an index would cap its length). Searchable text (NUL and lone
+    # surrogates, which neither database stores, as U+FFFD); turn_key, computed from the
     # exact id, is what tells turns apart.
-    turn_id: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
+    turn_id: str | None = Field(default=None, sa_column=Column(SearchableLongText, nullable=True))
     # Raw traces only: turn_id's fixed-width stand-in, which can be indexed (see turn_key()).
     turn_key: str | None = Field(default=None, max_length=64)
     # The line exactly as exported, without its newline.

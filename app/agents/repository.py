@@ -2,7 +2,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
-from app.core.db import conflict_insert, searchable
+from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 
@@ -55,7 +55,7 @@ class MemoryRepository:
                 agent=self.agent,
                 kind=self.kind.value,
                 line=line,
-                turn_id=None if turn_id is None else searchable(turn_id),
+                turn_id=turn_id,
                 turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
             )
             for line, turn_id in lines

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Text,
     create_engine,
     event,
 )
@@ -92,6 +93,13 @@ class SearchableText(TypeDecorator[str]):
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         return None if value is None else searchable(value)
+
+
+class SearchableLongText(SearchableText):
+    """SearchableText in an unbounded TEXT column."""
+
+    impl = Text()
+    cache_ok = True
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")

@@ -1,9 +1,9 @@
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.core.db import BigIntPK, SearchableLongText, UTCDateTime, utcnow
 from app.projects.models import project_id_column
 
 
@@ -73,7 +73,7 @@ class MemoryItem(SQLModel, table=True):
     # totalFeaturesCompleted when the item arrived: maintenance archives by features since.
     features_mark: int = Field(sa_type=BigInteger)
     archived_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
-    search_text: str = Field(sa_column=Column(Text, nullable=False))
+    search_text: str = Field(sa_column=Column(SearchableLongText, nullable=False))
     # The item's JSON object, compact, keys as written.
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     etag: str = Field(max_length=40)

@@ -9,7 +9,7 @@ from sqlalchemy import Row
 from sqlmodel import Session
 
 from app.core.conditional import Precondition, etag_of
-from app.core.db import searchable, utcnow
+from app.core.db import utcnow
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
 from app.formats import project_memory as codec
@@ -162,7 +162,7 @@ def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) ->
     item.timestamp = columns.timestamp
     item.expires_at = columns.expires_at
     item.resolved = columns.resolved
-    item.search_text = searchable(columns.search_text[:MAX_SEARCH_CHARS])
+    item.search_text = columns.search_text[:MAX_SEARCH_CHARS]
     item.content = json.dumps(document).encode("ascii")
     item.etag = etag_of(item.content)
     item.updated_at = utcnow()
