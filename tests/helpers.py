@@ -20,6 +20,16 @@ def golden_bytes(name: str) -> bytes:
     return (GOLDEN / name).read_bytes()
 
 
+def go_written_atari_states() -> list[str]:
+    """The golden atari states Go's encoder wrote (``tests/formats/generators/atari_state.sh``),
+    by their names under the golden folder."""
+    folders = (GOLDEN / "atari", GOLDEN / "workspace" / ".atari")
+    names = (
+        path.relative_to(GOLDEN).as_posix() for folder in folders for path in folder.rglob("*.json")
+    )
+    return sorted(names)
+
+
 def seed_save() -> dict[str, Any]:
     """The example save of seed 000, as a document."""
     document: dict[str, Any] = json.loads(golden_bytes("mdan-save-seed-example.json"))

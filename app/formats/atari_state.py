@@ -6,10 +6,12 @@ So the file's layout is the struct's, not the input's: its fields in declaration
 shortest form, non-ASCII written raw, ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, no
 newline at the end. ``render`` writes exactly that.
 
-The struct (``internal/events/statesink.go``): version 1 is the documented format; version 2,
-the tool's current one, adds the stall fields and ``created_beads`` at the end. The shapes of
-those additions are assumptions (see README): plain strings with ``omitempty``, ``stalled_at``
-a ``*time.Time`` with ``omitempty``, ``created_beads`` a ``[]string`` with ``omitempty``.
+The struct is atari's ``State`` (``internal/events/statesink.go``): version 1 is the documented
+format; version 2, the tool's current one, adds the stall fields and ``created_beads`` at the
+end, all tagged ``omitempty``. ``stalled_at`` is a ``time.Time``, and ``omitempty`` never
+leaves out a struct: every version 2 state carries it, ``"0001-01-01T00:00:00Z"`` (Go's zero
+time) when nothing is stalled. Version 1's struct has no such field, so a version 1 document
+goes without it.
 
 Go drops fields its struct does not have; this store keeps them (after the known ones, in the
 order they came), since real files carry fields the documents never mention.
@@ -52,8 +54,15 @@ class Number(str):
 @dataclass(frozen=True)
 class Field:
     name: str
-    kind: str  # int, string, float, time, history, optional_time, strings
+    kind: str  # int, string, float, time, history, strings
     omitempty: bool = False
+    since: int = 1  # the state version whose struct added the field
+
+    @property
+    def always_written(self) -> bool:
+        """Whether Go writes the field even at its zero value: ``omitempty`` leaves out false,
+        0, "", nil and empty slices and maps, never a struct such as ``time.Time``."""
+        return not self.omitempty or self.kind == "time"
 
 
 STATE_FIELDS = (
@@ -71,7 +80,7 @@ STATE_FIELDS = (
     Field("stalled_bead_id", "string", omitempty=True),
     Field("stalled_bead_title", "string", omitempty=True),
     Field("stall_reason", "string", omitempty=True),
-    Field("stalled_at", "optional_time", omitempty=True),
+    Field("stalled_at", "time", omitempty=True, since=2),
     Field("stall_type", "string", omitempty=True),
     Field("created_beads", "strings", omitempty=True),
 )
@@ -89,7 +98,6 @@ ZERO_VALUES: dict[str, Any] = {
     "float": 0.0,
     "time": ZERO_TIME,
     "history": {},
-    "optional_time": None,
     "strings": None,
 }
 
@@ -181,8 +189,9 @@ def _days_in(year: int, month: int) -> int:
 class _Reader:
     """Checks one document against the struct, collecting every fault with its path."""
 
-    def __init__(self, *, zero_missing: bool) -> None:
+    def __init__(self, *, zero_missing: bool, version: int) -> None:
         self.zero_missing = zero_missing
+        self.version = version
         self.errors: list[tuple[str, str]] = []
         self.notes: list[Note] = []
 
@@ -207,24 +216,48 @@ class _Reader:
                         f"Go would read this as {by_folded[key.casefold()]!r}; use that name",
                     )
                 result[self.text(key, (*path, key))] = self.unknown(item, (*path, key))
-            elif item is None and field.kind not in ("optional_time", "strings"):
+            elif item is None and not field.omitempty:
                 if self.zero_missing:
                     self.zero(result, field, path, "null")
                 else:
                     self.fault(pointer(*path, key), "must not be null")
+            elif item is None:
+                # Go leaves the field at its zero value, as if it were missing.
+                self.left_out(field, path, "null")
             else:
                 converted = self.known(field, item, (*path, key))
                 if _is_empty(field, converted):
-                    self.notes.append(Note(pointer(*path, key), "empty; atari omits it"))
+                    self.left_out(field, path, "empty")
                 else:
                     result[key] = converted
         for field in fields:
-            if field.name not in value and not field.omitempty:
+            if field.name in value:
+                continue
+            if not field.omitempty:
                 if self.zero_missing:
                     self.zero(result, field, path, "missing")
                 else:
                     self.fault(pointer(*path, field.name), "missing; atari always writes it")
+            elif self.written_as_zero(field):
+                self.left_out(field, path, "missing")
         return result
+
+    def written_as_zero(self, field: Field) -> bool:
+        """An ``omitempty`` field that Go writes all the same (``stalled_at``, a ``time.Time``)
+        in the document's version. A document may lack it, strict reading or not: the tag makes
+        it optional, and version 2 states this service exported before it wrote the field lack
+        it. ``render`` writes its zero value."""
+        return field.always_written and field.since <= self.version
+
+    def left_out(self, field: Field, path: tuple[str, ...], why: str) -> None:
+        """A missing, null or empty ``omitempty`` field is not kept; the note says what atari
+        writes in its place."""
+        written = (
+            f"atari writes Go's zero value, {ZERO_VALUES[field.kind]}"
+            if self.written_as_zero(field)
+            else "atari omits it"
+        )
+        self.notes.append(Note(pointer(*path, field.name), f"{why}; {written}"))
 
     def zero(self, result: dict[str, Any], field: Field, path: tuple[str, ...], why: str) -> None:
         result[field.name] = _fresh(ZERO_VALUES[field.kind])
@@ -249,16 +282,12 @@ class _Reader:
                 self.fault(where, "must be a string")
             else:
                 return self.text(value, path)
-        elif field.kind in ("time", "optional_time"):
-            if value is None:
-                return None
+        elif field.kind == "time":
             if not isinstance(value, str) or isinstance(value, Number) or not is_rfc3339(value):
                 self.fault(where, "must be an RFC 3339 timestamp")
             else:
                 return value
         elif field.kind == "strings":
-            if value is None:
-                return None
             if not isinstance(value, list):
                 self.fault(where, "must be a list of strings")
             else:
@@ -297,7 +326,7 @@ class _Reader:
 
 
 def _is_empty(field: Field, value: Any) -> bool:
-    return field.omitempty and value in ("", None, [])
+    return not field.always_written and value in ("", [])
 
 
 def _fresh(value: Any) -> Any:
@@ -308,13 +337,22 @@ def read(document: Any, *, zero_missing: bool = False) -> tuple[dict[str, Any], 
     """Check a decoded document against the struct; any version number is accepted here.
 
     ``zero_missing`` reads as Go does, a missing or null field taking its zero value (each one
-    noted); otherwise such a field is a fault. Empty ``omitempty`` fields are dropped and noted.
+    noted); otherwise such a field is a fault. An ``omitempty`` field may be missing, null or
+    empty either way: it is dropped, and noted unless it was missing and atari omits it.
     """
-    reader = _Reader(zero_missing=zero_missing)
+    reader = _Reader(zero_missing=zero_missing, version=_version_of(document))
     state = reader.struct(document, STATE_FIELDS, ())
     if reader.errors:
         raise InvalidDocument("The document is not an atari run state.", reader.errors)
     return state, reader.notes
+
+
+def _version_of(document: Any) -> int:
+    """The document's version if it is a readable one (else 0, which nothing accepts)."""
+    version = document.get("version") if isinstance(document, dict) else None
+    if isinstance(version, Number) and version.is_integer_literal:
+        return int(version)
+    return 0
 
 
 def parse(raw: bytes) -> tuple[dict[str, Any], list[Note]]:
@@ -329,7 +367,8 @@ def parse(raw: bytes) -> tuple[dict[str, Any], list[Note]]:
 
 
 def migrate(state: dict[str, Any]) -> dict[str, Any]:
-    """Version 1 to version 2: the new fields are optional, so only the number changes."""
+    """Version 1 to version 2: as in atari, only the number changes; the new fields hold their
+    zero values (``render`` writes ``stalled_at`` as the zero time)."""
     return {**state, "version": CURRENT_VERSION}
 
 
@@ -488,8 +527,20 @@ def _write_list(items: list[Any], indent: str, out: list[str]) -> None:
     out.append("\n" + indent + "]")
 
 
+def _as_struct(state: dict[str, Any]) -> dict[str, Any]:
+    """The values of the struct atari marshals: a field of the document's version that it
+    lacks holds its zero value (which Go writes if ``omitempty`` does not leave it out)."""
+    version = state["version"]
+    zeros = {
+        field.name: _fresh(ZERO_VALUES[field.kind])
+        for field in STATE_FIELDS
+        if field.always_written and field.since <= version and field.name not in state
+    }
+    return {**state, **zeros}
+
+
 def render(state: dict[str, Any]) -> bytes:
     """Byte for byte what atari's ``json.MarshalIndent(state, "", "  ")`` writes."""
     out: list[str] = []
-    _write(state, STATE_FIELDS, "", out)
+    _write(_as_struct(state), STATE_FIELDS, "", out)
     return "".join(out).encode("utf-8")

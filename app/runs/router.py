@@ -77,9 +77,10 @@ def put_state(
     principal: Writer,
 ) -> Response:
     """Store a state document as it is. Strict: anything atari could not read into its state
-    (or a version other than 1 and 2) is a 400 or 422 and changes nothing. Empty `omitempty`
-    fields are dropped, as atari's writer drops them, and listed in `notices`. Honours
-    If-Match and `If-None-Match: *`."""
+    (or a version other than 1 and 2) is a 400 or 422 and changes nothing. Null or empty
+    `omitempty` fields are dropped, as atari's writer drops them, and listed in `notices`; in
+    version 2 a missing or null `stalled_at` is written as Go's zero time,
+    `0001-01-01T00:00:00Z`, as atari writes it. Honours If-Match and `If-None-Match: *`."""
     precondition = if_match_or_create_only(request)
     receipt, created = service.put_state(session, principal.tenant, project, run, raw, precondition)
     return _json(receipt, 201 if created else 200)
@@ -195,7 +196,8 @@ def patch_state(
 ) -> Response:
     """Set `status`, `active_top_level` and its title, and the stall fields
     (`stalled_bead_id`, `stalled_bead_title`, `stall_reason`, `stalled_at`, `stall_type`,
-    `created_beads`); null or empty clears an optional field. Honours If-Match."""
+    `created_beads`); null or empty clears an optional field (a cleared `stalled_at` is
+    written as Go's zero time in version 2, as atari writes it). Honours If-Match."""
     result = service.patch_state(session, principal.tenant, project, run, body, if_match(request))
     return _json(result)
 

@@ -55,7 +55,8 @@ class RunSummary(BaseModel):
 
 class StateReceipt(RunSummary):
     notices: list[Notice] = Field(
-        description="Empty `omitempty` fields dropped, as atari's writer drops them."
+        description="Null or empty `omitempty` fields dropped, as atari's writer drops them; "
+        "a missing or null `stalled_at` in version 2, written as Go's zero time."
     )
 
 

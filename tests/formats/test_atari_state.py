@@ -10,7 +10,7 @@ import pytest
 
 from app.formats import atari_state
 from app.formats.errors import InvalidDocument, MalformedDocument
-from tests.helpers import golden_bytes
+from tests.helpers import go_written_atari_states, golden_bytes
 
 
 def _state(**changes: object) -> dict:
@@ -116,6 +116,37 @@ def test_unknown_numbers_keep_their_literal():
     assert atari_state.render(atari_state.parse(raw)[0]).endswith(b'"x": 1.50e+3\n}')
 
 
+@pytest.mark.parametrize("name", go_written_atari_states())
+def test_every_state_go_wrote_is_read_without_notes_and_written_back(name):
+    raw = golden_bytes(name)
+    state, notes = atari_state.parse(raw)
+    assert notes == [] and atari_state.render(state) == raw
+
+
+def test_a_version_2_state_is_written_with_the_zero_stall_time_when_nothing_is_stalled():
+    state, notes = atari_state.parse(json.dumps(_state(version=2)).encode())
+    assert "stalled_at" not in state
+    assert notes == [
+        atari_state.Note(
+            "/stalled_at", "missing; atari writes Go's zero value, 0001-01-01T00:00:00Z"
+        )
+    ]
+    written = atari_state.render(state)
+    assert written.endswith(b'"Feature Epic",\n  "stalled_at": "0001-01-01T00:00:00Z"\n}')
+
+
+def test_a_version_1_state_has_no_stall_time():
+    state, notes = atari_state.parse(json.dumps(_state(stalled_at=None)).encode())
+    assert notes == [atari_state.Note("/stalled_at", "null; atari omits it")]
+    assert b"stalled_at" not in atari_state.render(state)
+
+
+def test_an_omitempty_field_may_be_null_as_go_reads_it():
+    state, notes = atari_state.parse(json.dumps(_state(current_bead=None)).encode())
+    assert "current_bead" not in state
+    assert notes == [atari_state.Note("/current_bead", "null; atari omits it")]
+
+
 def test_empty_omitempty_fields_are_dropped_and_noted():
     state, notes = atari_state.parse(json.dumps(_state(current_bead="", created_beads=[])).encode())
     assert "current_bead" not in state and "created_beads" not in state
@@ -213,18 +244,21 @@ def test_reading_as_go_does_fills_zero_values_and_notes_them():
 
 def test_version_1_migrates_to_2_keeping_everything_else():
     state = _parse(_state(x_extra="kept"))
-    migrated = atari_state.migrate(state)
-    assert migrated == {**state, "version": 2}
-    assert atari_state.render(migrated) == atari_state.render(state).replace(
-        b'"version": 1', b'"version": 2', 1
-    )
+    assert atari_state.migrate(state) == {**state, "version": 2}
+
+
+def test_a_migrated_state_is_written_as_go_writes_it_with_the_zero_stall_time():
+    seed = golden_bytes("atari-state-seed-example.json")
+    migrated = atari_state.migrate(atari_state.parse(seed)[0])
+    assert atari_state.render(migrated) == golden_bytes("atari/seed-migrated.json")
 
 
 def test_a_fresh_state_is_version_2_and_empty():
     moment = datetime(2025, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)
     assert atari_state.render(atari_state.fresh(moment)) == (
         b'{\n  "version": 2,\n  "status": "",\n  "iteration": 0,\n  "history": {},\n'
-        b'  "total_cost": 0,\n  "total_turns": 0,\n  "updated_at": "2025-01-02T03:04:05.12Z"\n}'
+        b'  "total_cost": 0,\n  "total_turns": 0,\n  "updated_at": "2025-01-02T03:04:05.12Z",\n'
+        b'  "stalled_at": "0001-01-01T00:00:00Z"\n}'
     )
 
 

@@ -1,13 +1,14 @@
 """atari run state through the API, on SQLite and PostgreSQL."""
 
 import json
+import re
 import threading
 
 import pytest
 
 from app.formats import atari_state
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, golden_bytes
+from tests.helpers import assert_problem, go_written_atari_states, golden_bytes
 
 SEED = "atari-state-seed-example.json"
 
@@ -143,8 +144,7 @@ def test_load_migrates_version_1_to_2(client, project):
     result = _load(client, project, golden_bytes(SEED)).json()
     assert result["outcome"] == "migrated" and result["file_version"] == 1
     assert result["state"]["version"] == 2
-    expected = golden_bytes(SEED).replace(b'"version": 1', b'"version": 2')
-    assert client.get(_url(project)).content == expected
+    assert client.get(_url(project)).content == golden_bytes("atari/seed-migrated.json")
 
 
 def test_load_fills_what_go_would_leave_at_zero_and_says_so(client, project):
@@ -183,7 +183,9 @@ def test_load_keeps_what_it_cannot_use_as_the_exact_backup_and_resets(
     assert list(state) == ["version", "status", "iteration", "history", "total_cost"] + [
         "total_turns",
         "updated_at",
+        "stalled_at",
     ]
+    assert state["stalled_at"] == "0001-01-01T00:00:00Z"
     assert state["version"] == 2 and state["iteration"] == 0 and state["history"] == {}
     assert atari_state.is_rfc3339(state["updated_at"]) and state["updated_at"].endswith("Z")
 
@@ -415,3 +417,118 @@ def test_concurrent_starts_lose_no_update(app, tenant, project):
     assert state["iteration"] == 64
     assert sum(entry["attempts"] for entry in state["history"].values()) == 64
     assert sorted(state["history"]) == ["bd-0", "bd-1", "bd-2", "bd-3"]
+
+
+# Every state the service writes is what atari's Go writer writes for the same values: the
+# files under golden/atari/ were written by Go's json.MarshalIndent of a struct with atari's
+# field tags (tests/formats/generators/atari_state.sh), from the same steps and values as these
+# tests. Where the service must write "now" (`updated_at` on reset, iterations and PATCH), the
+# file's `updated_at` is replaced by the one the service wrote; nothing else is.
+
+_UPDATED_AT = re.compile(rb'^  "updated_at": "[^"]*",$', re.MULTILINE)
+
+
+def _ok(response) -> None:
+    assert response.status_code == 200, response.text
+
+
+def assert_written_as_go_writes(exported: bytes, golden: str) -> None:
+    """``exported`` is the golden file, but for the ``updated_at`` the service set to now."""
+    written = json.loads(exported)["updated_at"]
+    assert atari_state.is_rfc3339(written) and written.endswith("Z")
+    expected = golden_bytes(golden)
+    assert len(_UPDATED_AT.findall(expected)) == 1
+    assert exported == _UPDATED_AT.sub(f'  "updated_at": "{written}",'.encode(), expected)
+
+
+def test_a_reset_writes_the_fresh_state_as_atari_does(client, project):
+    assert _load(client, project, b"{not json").json()["outcome"] == "reset"
+    assert_written_as_go_writes(client.get(_url(project)).content, "atari/reset.json")
+
+
+def test_iterations_and_stalls_write_what_atari_writes(client, project):
+    _load(client, project, golden_bytes(SEED))
+    _ok(_start(client, project, bead_id="bd-002", at="2024-01-15T12:00:00Z"))
+    assert_written_as_go_writes(client.get(_url(project)).content, "atari/seed-started.json")
+
+    end = {
+        "bead_id": "bd-002",
+        "outcome": "failed",
+        "error": "lint <failed> & more\u2028",
+        "session_id": "sess-\U0001f600",
+        "cost": 0.1,
+        "turns": 7,
+    }
+    _ok(_end(client, project, **end))
+    assert_written_as_go_writes(client.get(_url(project)).content, "atari/seed-ended.json")
+
+    stall = {
+        "status": "stalled",
+        "stalled_bead_id": "bd-002",
+        "stalled_bead_title": "Flaky <test> & 中文 \U0001f600",
+        "stall_reason": "max failures reached",
+        "stalled_at": "2024-01-15T12:30:00.25+01:00",
+        "stall_type": "review",
+        "created_beads": ["bd-200", "bd-201"],
+    }
+    _ok(client.patch(_url(project), json=stall))
+    assert_written_as_go_writes(client.get(_url(project)).content, "atari/seed-stalled.json")
+
+    cleared = {name: None for name in stall if name != "status"} | {"status": "running"}
+    _ok(client.patch(_url(project), json=cleared))
+    assert_written_as_go_writes(client.get(_url(project)).content, "atari/seed-stall-cleared.json")
+
+
+def test_iterations_on_a_run_without_state_write_what_atari_writes(client, project):
+    attempts = [
+        ("2024-02-01T09:00:00Z", "failed", "sess-1", 0.1, 3),
+        ("2024-02-01T09:30:00.123456789Z", "completed", "sess-2", 0.2, 4),
+    ]
+    for at, outcome, session_id, cost, turns in attempts:
+        _ok(_start(client, project, run="fresh", bead_id="bd-7", at=at))
+        end = {"outcome": outcome, "session_id": session_id, "cost": cost, "turns": turns}
+        _ok(_end(client, project, run="fresh", bead_id="bd-7", **end))
+    assert_written_as_go_writes(
+        client.get(_url(project, "fresh")).content, "atari/fresh-two-iterations.json"
+    )
+
+
+@pytest.mark.parametrize("name", go_written_atari_states())
+def test_a_file_atari_wrote_round_trips_through_put_and_load(client, project, name):
+    raw = golden_bytes(name)
+    assert _put(client, project, raw, run="put").json()["notices"] == []
+    assert client.get(_url(project, "put")).content == raw
+    loaded = _load(client, project, raw, run="load").json()
+    assert loaded["outcome"] == "stored" and loaded["notices"] == []
+    assert client.get(_url(project, "load")).content == raw
+
+
+@pytest.mark.parametrize(
+    ("written", "notice"),
+    [
+        (b"", "missing; atari writes Go's zero value, 0001-01-01T00:00:00Z"),
+        (b',\n  "stalled_at": null', "null; atari writes Go's zero value, 0001-01-01T00:00:00Z"),
+    ],
+)
+def test_a_version_2_state_without_stalled_at_is_stored_as_atari_would_write_it(
+    client, project, written, notice
+):
+    """Go reads a missing or null ``stalled_at`` as the zero time and writes that: so does the
+    store. Earlier versions of this service exported version 2 states without the field."""
+    expected = golden_bytes("atari/seed-stall-cleared.json")
+    zero = b',\n  "stalled_at": "0001-01-01T00:00:00Z"'
+    assert zero in expected
+    receipt = _put(client, project, expected.replace(zero, written)).json()
+    assert receipt["notices"] == [{"path": "/stalled_at", "message": notice}]
+    assert client.get(_url(project)).content == expected
+
+
+def test_a_version_1_state_keeps_version_1s_layout(client, project):
+    """Version 1's struct has no stall fields: a version 1 state stays without ``stalled_at``
+    through the routes that keep its version (PUT, iterations, PATCH)."""
+    _put(client, project, golden_bytes(SEED))
+    _ok(_start(client, project, bead_id="bd-002"))
+    _ok(client.patch(_url(project), json={"stalled_bead_id": "bd-002", "stalled_at": None}))
+    exported = _state(client, project)
+    assert exported["version"] == 1 and exported["stalled_bead_id"] == "bd-002"
+    assert "stalled_at" not in exported
