@@ -47,7 +47,9 @@ class MemoryRepository:
         )
 
     def add(self, lines: list[tuple[bytes, str | None]]) -> None:
-        """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns."""
+        """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns.
+        Only raw traces keep their turn: restore reads the recent turns from them alone, not
+        from the archive of pruned traces."""
         traces = self.kind is MemoryKind.raw_trace
         items = [
             AgentMemoryItem(
@@ -55,7 +57,7 @@ class MemoryRepository:
                 agent=self.agent,
                 kind=self.kind.value,
                 line=line,
-                turn_id=turn_id,
+                turn_id=turn_id if traces else None,
                 turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
             )
             for line, turn_id in lines

@@ -59,6 +59,10 @@ def test_members_equal_what_each_export_route_answers(client, project):
             f"{base}/agents/{agent}/memory/raw-traces",
             {"Accept": "application/x-ndjson"},
         ),
+        "memory/agents/coder_worker_4821/raw_traces_archive.jsonl": (
+            f"{base}/agents/coder_worker_4821/memory/raw-traces-archive",
+            {"Accept": "application/x-ndjson"},
+        ),
         ".atari/state.json.backup": (f"{base}/runs/default/state/backup", {}),
         ".atari/runs/nightly/state.json": (f"{base}/runs/nightly/state", {}),
         ".autonomous/context/failure-memory.json": (

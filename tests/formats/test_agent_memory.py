@@ -9,10 +9,18 @@ from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE, MemoryKind
 from app.formats.errors import InvalidDocument, MalformedDocument
 from tests.helpers import golden_bytes
 
+# Hand-made fixtures (checked by the generator to be what autobyteus writes for their items),
+# and the memory of an agent autobyteus itself wrote.
+GOLDEN_FILES = [
+    *(f"autobyteus/{FILENAMES[kind]}" for kind in MemoryKind if kind != MemoryKind.archived_trace),
+    *(f"workspace/memory/agents/coder_worker_4821/{FILENAMES[kind]}" for kind in MemoryKind),
+]
 
-@pytest.mark.parametrize("kind", list(MemoryKind))
-def test_golden_files_parse_as_ndjson_and_render_byte_for_byte(kind):
-    raw = golden_bytes(f"autobyteus/{FILENAMES[kind]}")
+
+@pytest.mark.parametrize("path", GOLDEN_FILES)
+def test_golden_files_parse_as_ndjson_and_render_byte_for_byte(path):
+    kind = next(kind for kind, filename in FILENAMES.items() if path.endswith("/" + filename))
+    raw = golden_bytes(path)
     items = agent_memory.parse(raw, NDJSON_MEDIA_TYPE, kind)
     assert len(items) == raw.count(b"\n")
     assert agent_memory.render_file(agent_memory.render_line(item) for item in items) == raw
