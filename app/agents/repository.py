@@ -1,3 +1,4 @@
+from sqlalchemy import delete
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
@@ -7,6 +8,8 @@ from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]  # type: ignore[arg-type]
+# Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
+DELETE_BATCH = 1000
 
 
 class SnapshotRepository:
@@ -92,6 +95,21 @@ class MemoryRepository:
                 for key, item_id in first_items.items()
             ],
         )
+
+    def remove(self, items: list[AgentMemoryItem]) -> None:
+        """Take these items out, and the turns they were the first trace of (a pruned turn
+        goes whole, so no trace of it is left to point at)."""
+        ids = [item.id for item in items]
+        for start in range(0, len(ids), DELETE_BATCH):
+            batch = ids[start : start + DELETE_BATCH]
+            self.session.execute(
+                delete(AgentMemoryTurn).where(
+                    AgentMemoryTurn.project_id == self.project_id,
+                    AgentMemoryTurn.agent == self.agent,
+                    col(AgentMemoryTurn.first_item_id).in_(batch),
+                )
+            )
+            self.session.execute(delete(AgentMemoryItem).where(col(AgentMemoryItem.id).in_(batch)))
 
     def page(self, cursor: str | None, limit: int) -> tuple[list[AgentMemoryItem], str | None]:
         return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit)

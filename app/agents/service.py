@@ -118,6 +118,20 @@ def append_memory(
     return len(items)
 
 
+def prune_raw_traces(
+    session: Session, tenant: str, project: str, agent: str, turn_ids: set[str]
+) -> int:
+    """Take every raw trace of these turns out, as autobyteus's ``prune_raw_traces`` does
+    after a compaction (it moves them to raw_traces_archive.jsonl, a file of its own here
+    too). How many traces went."""
+    repository = MemoryRepository(
+        session, touch_project(session, tenant, project), agent, MemoryKind.raw_trace
+    )
+    pruned = [row for row in repository.all() if json.loads(row.line)["turn_id"] in turn_ids]
+    repository.remove(pruned)
+    return len(pruned)
+
+
 def _memory(
     session: Session, tenant: str, project: str, agent: str, kind: MemoryKind
 ) -> MemoryRepository:

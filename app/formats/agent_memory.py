@@ -156,6 +156,22 @@ def parse(raw: bytes, media_type: str | None, kind: MemoryKind) -> list[dict[str
     return items
 
 
+def _turn_id(line: bytes) -> Any:
+    return json.loads(line)["turn_id"]
+
+
+def pruned_turns(stored: list[bytes], lines: list[bytes]) -> set[str] | None:
+    """The turns whose traces ``lines`` (a raw_traces.jsonl) no longer holds, when it is the
+    ``stored`` raw traces without every trace of those turns, then lines appended since: what
+    ``FileMemoryStore.prune_raw_traces`` leaves after a compaction. None when it is not."""
+    present = set(lines)
+    pruned = {_turn_id(line) for line in stored if line not in present}
+    kept = [line for line in stored if _turn_id(line) not in pruned]
+    if not pruned or lines[: len(kept)] != kept:
+        return None
+    return pruned
+
+
 def render_line(item: dict[str, Any]) -> bytes:
     """One line as the store writes it, without its newline: ``json.dumps(record)``."""
     return json.dumps(item).encode("ascii")

@@ -122,3 +122,24 @@ def test_a_malformed_ndjson_line_is_named():
 def test_render_line_is_json_dumps():
     item = _trace(content="héllo 😀", tool_result={"n": 2**70})
     assert agent_memory.render_line(item) == json.dumps(item).encode()
+
+
+def _lines(*traces: tuple[str, int]) -> list[bytes]:
+    return [agent_memory.render_line(_trace(turn_id=turn, seq=seq)) for turn, seq in traces]
+
+
+@pytest.mark.parametrize(
+    ("now", "pruned"),
+    [
+        # autobyteus's prune: whole turns out, the others in order, then new traces.
+        (_lines(("b", 1), ("c", 1)), {"a"}),
+        (_lines(("c", 1)), {"a", "b"}),
+        # Not a prune: part of a turn, another order, or nothing taken out.
+        (_lines(("a", 2), ("b", 1)), None),
+        (_lines(("b", 1), ("a", 1), ("a", 2)), None),
+        (_lines(("a", 1), ("a", 2), ("b", 1), ("c", 1)), None),
+    ],
+)
+def test_pruned_turns_recognises_what_prune_raw_traces_leaves(now, pruned):
+    stored = _lines(("a", 1), ("a", 2), ("b", 1))
+    assert agent_memory.pruned_turns(stored, now) == pruned

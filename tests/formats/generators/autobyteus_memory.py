@@ -13,6 +13,8 @@ with the default options): once from the cache, once with no cache (a rebuild fr
 Outputs:
 - ``golden/workspace/memory/agents/<AGENT>/``: the session's five files, as autobyteus left them
   (``raw_traces_archive.jsonl`` holds the traces two compactions pruned).
+- ``golden/autobyteus/before-second-compaction/``: the same five files between the two
+  compactions (what an earlier push would have carried).
 - ``golden/autobyteus/restored-from-cache.json``, ``restored-by-rebuild.json``: the cache
   autobyteus persists after each restore.
 - ``golden/autobyteus/cache-with-extras.json`` (an input, written here by hand: a cache holding
@@ -146,7 +148,13 @@ async def turn(
     )
 
 
-async def session(base_dir: Path) -> None:
+def copy_files(agent_dir: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for name in (SNAPSHOT_FILE, *MEMORY_FILES):
+        shutil.copyfile(agent_dir / name, into / name)
+
+
+async def session(base_dir: Path, before_second_compaction: Path) -> None:
     manager = memory_manager(base_dir)
     policy = CompactionPolicy(raw_tail_turns=2)
     manager.compaction_policy = policy
@@ -212,6 +220,8 @@ async def session(base_dir: Path) -> None:
         ],
         CompleteResponse("All 12 tests pass."),
     )
+    # What a push between the two compactions would carry.
+    copy_files(base_dir / "agents" / AGENT, before_second_compaction)
     manager.request_compaction()
     await turn(
         manager,
@@ -309,13 +319,10 @@ def main() -> None:
     time.time = CountingClock(start=1763812345.678901, step=0.0137)
     check_fixtures()
     base_dir = Path(tempfile.mkdtemp())
-    asyncio.run(session(base_dir))
-    agent_dir = base_dir / "agents" / AGENT
-    workspace = GOLDEN / "workspace" / "memory" / "agents" / AGENT
-    workspace.mkdir(parents=True, exist_ok=True)
-    for name in (SNAPSHOT_FILE, *MEMORY_FILES):
-        shutil.copyfile(agent_dir / name, workspace / name)
     out = GOLDEN / "autobyteus"
+    asyncio.run(session(base_dir, out / "before-second-compaction"))
+    agent_dir = base_dir / "agents" / AGENT
+    copy_files(agent_dir, GOLDEN / "workspace" / "memory" / "agents" / AGENT)
     (out / "restored-from-cache.json").write_bytes(restore(copy_of(agent_dir)))
     (out / "restored-by-rebuild.json").write_bytes(restore(copy_of(agent_dir, without_cache=True)))
     extras = with_extras((agent_dir / SNAPSHOT_FILE).read_bytes())
