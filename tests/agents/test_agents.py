@@ -132,9 +132,16 @@ def test_replace_conditional_requests_and_delete(client, project):
 
 
 @pytest.mark.parametrize("memory", list(REAL_MEMORY_FILES))
-def test_autobyteus_memory_files_round_trip_through_their_routes(client, project, memory):
+@pytest.mark.parametrize(
+    "directory",
+    [REAL_AGENT_DIR, GOLDEN / "autobyteus" / "before-second-compaction"],
+    ids=["after-two-compactions", "after-one-compaction"],
+)
+def test_autobyteus_memory_files_round_trip_through_their_routes(
+    client, project, directory, memory
+):
     url = _url(project, f"memory/{memory}", REAL_AGENT)
-    written = (REAL_AGENT_DIR / REAL_MEMORY_FILES[memory]).read_bytes()
+    written = (directory / REAL_MEMORY_FILES[memory]).read_bytes()
     appended = client.post(url, content=written, headers={"Content-Type": NDJSON})
     assert appended.json() == {"appended": written.count(b"\n")}, appended.text
     exported = client.get(url, headers={"Accept": NDJSON})
@@ -150,9 +157,9 @@ def test_autobyteus_memory_files_round_trip_through_their_routes(client, project
     "snapshot",
     [
         REAL_AGENT_DIR / "working_context_snapshot.json",
-        *sorted((GOLDEN / "autobyteus").glob("*.json")),
+        *sorted((GOLDEN / "autobyteus").rglob("*.json")),
     ],
-    ids=lambda path: path.name,
+    ids=lambda path: str(path.relative_to(GOLDEN)),
 )
 def test_autobyteus_snapshots_round_trip_through_their_route(client, project, snapshot):
     written = snapshot.read_bytes()
