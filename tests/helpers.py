@@ -63,7 +63,8 @@ def import_save(client: httpx.Client, project: str, document: Any, **kwargs: Any
 
 def workspace_files() -> dict[str, bytes]:
     """One file of every kind the project archive carries, by its path in the tools' layout,
-    each as its tool writes it (the golden files)."""
+    each as its tool writes it (the golden files; the golden workspace's autobyteus agent
+    too, with the raw_traces_archive.jsonl of its compactions)."""
     snapshot = golden_bytes("autobyteus/working_context_snapshot.json")
     agent = json.loads(snapshot)["agent_id"]
     context = golden_bytes("sdd-context-tool-written.json")
@@ -78,6 +79,10 @@ def workspace_files() -> dict[str, bytes]:
         ".atari/state.json.backup": b'{"version": 0, "not": "readable by atari"',
         ".atari/runs/nightly/state.json": golden_bytes("atari-state-v2.json"),
         f"features/{feature}/context.json": context,
+        **{
+            str(path.relative_to(GOLDEN / "workspace")): path.read_bytes()
+            for path in sorted((GOLDEN / "workspace" / "memory" / "agents").glob("*/*"))
+        },
         ".autonomous/context/running-summary.json": golden_bytes("memory-running-summary.json"),
         ".autonomous/context/key-decisions.json": golden_bytes("memory-key-decisions.json"),
         ".autonomous/context/failure-memory.json": golden_bytes("memory-failure-memory.snake.json"),

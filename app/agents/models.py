@@ -23,7 +23,8 @@ class AgentSnapshot(SQLModel, table=True):
 
 
 class AgentMemoryItem(SQLModel, table=True):
-    """One line of an agent's raw_traces, episodic or semantic JSONL file, in append order."""
+    """One line of an agent's raw_traces, episodic, semantic or raw_traces_archive JSONL file,
+    in append order."""
 
     __tablename__ = "agent_memory_items"
     __table_args__ = (

@@ -1,3 +1,4 @@
+from sqlalchemy import delete
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 
@@ -7,6 +8,8 @@ from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]  # type: ignore[arg-type]
+# Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
+DELETE_BATCH = 1000
 
 
 class SnapshotRepository:
@@ -47,7 +50,9 @@ class MemoryRepository:
         )
 
     def add(self, lines: list[tuple[bytes, str | None]]) -> None:
-        """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns."""
+        """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns.
+        Only raw traces keep their turn: restore reads the recent turns from them alone, not
+        from the archive of pruned traces."""
         traces = self.kind is MemoryKind.raw_trace
         items = [
             AgentMemoryItem(
@@ -55,7 +60,7 @@ class MemoryRepository:
                 agent=self.agent,
                 kind=self.kind.value,
                 line=line,
-                turn_id=turn_id,
+                turn_id=turn_id if traces else None,
                 turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
             )
             for line, turn_id in lines
@@ -90,6 +95,21 @@ class MemoryRepository:
                 for key, item_id in first_items.items()
             ],
         )
+
+    def remove(self, items: list[AgentMemoryItem]) -> None:
+        """Take these items out, and the turns they were the first trace of (a pruned turn
+        goes whole, so no trace of it is left to point at)."""
+        ids = [item.id for item in items]
+        for start in range(0, len(ids), DELETE_BATCH):
+            batch = ids[start : start + DELETE_BATCH]
+            self.session.execute(
+                delete(AgentMemoryTurn).where(
+                    AgentMemoryTurn.project_id == self.project_id,
+                    AgentMemoryTurn.agent == self.agent,
+                    col(AgentMemoryTurn.first_item_id).in_(batch),
+                )
+            )
+            self.session.execute(delete(AgentMemoryItem).where(col(AgentMemoryItem.id).in_(batch)))
 
     def page(self, cursor: str | None, limit: int) -> tuple[list[AgentMemoryItem], str | None]:
         return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit)

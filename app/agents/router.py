@@ -182,10 +182,11 @@ def restore(
     principal: Writer,
     idempotency: IdempotencyDep,
 ) -> Response:
-    """Restore the working context: a valid cache as it is (`source: cache`), otherwise a
-    rebuild from the system prompt and memory (`source: rebuild`, with the `reason`). The
-    result is stored as the new cache, `epoch_id` + 1 and `last_compaction_ts` now.
-    Honours If-Match (against the current cache)."""
+    """Restore the working context as autobyteus 1.4.4's `restore_agent` does: from a valid
+    cache (`source: cache`, its messages written again through autobyteus's `Message`),
+    otherwise a rebuild from the system prompt and memory (`source: rebuild`, with the
+    `reason`). The result is stored as the new cache at `epoch_id` 2, `last_compaction_ts`
+    now. Honours If-Match (against the current cache)."""
     if (replayed := idempotency.replay()) is not None:
         return replayed
     restored = service.restore(

@@ -15,6 +15,7 @@ class MemoryFile(StrEnum):
     raw_traces = "raw-traces"
     episodic = "episodic"
     semantic = "semantic"
+    raw_traces_archive = "raw-traces-archive"
 
     @property
     def kind(self) -> MemoryKind:
@@ -22,6 +23,7 @@ class MemoryFile(StrEnum):
             MemoryFile.raw_traces: MemoryKind.raw_trace,
             MemoryFile.episodic: MemoryKind.episodic,
             MemoryFile.semantic: MemoryKind.semantic,
+            MemoryFile.raw_traces_archive: MemoryKind.archived_trace,
         }[self]
 
 

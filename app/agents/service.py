@@ -13,15 +13,12 @@ from app.agents.repository import MemoryRepository, SnapshotRepository
 from app.agents.schemas import RestoreRequest, SnapshotReceipt
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
-from app.core.errors import Conflict, NotFound
+from app.core.errors import NotFound
 from app.formats import agent_memory, jsondoc
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import MemoryKind
 from app.formats.errors import MalformedDocument
 from app.projects.service import project_id, touch_project
-
-# WorkingContextSnapshot's epoch before anything was restored or compacted.
-INITIAL_EPOCH = 1
 
 
 @dataclass(frozen=True)
@@ -121,6 +118,20 @@ def append_memory(
     return len(items)
 
 
+def prune_raw_traces(
+    session: Session, tenant: str, project: str, agent: str, turn_ids: set[str]
+) -> int:
+    """Take every raw trace of these turns out, as autobyteus's ``prune_raw_traces`` does
+    after a compaction (it moves them to raw_traces_archive.jsonl, a file of its own here
+    too). How many traces went."""
+    repository = MemoryRepository(
+        session, touch_project(session, tenant, project), agent, MemoryKind.raw_trace
+    )
+    pruned = [row for row in repository.all() if json.loads(row.line)["turn_id"] in turn_ids]
+    repository.remove(pruned)
+    return len(pruned)
+
+
 def _memory(
     session: Session, tenant: str, project: str, agent: str, kind: MemoryKind
 ) -> MemoryRepository:
@@ -163,12 +174,6 @@ def _cached(snapshot: AgentSnapshot | None, agent: str) -> tuple[Any, str | None
     return document, None
 
 
-def _previous_epoch(cached: Any) -> int:
-    epoch = cached.get("epoch_id") if isinstance(cached, dict) else None
-    valid = snapshot_format.is_integer(epoch) and epoch in snapshot_format.EPOCH_RANGE
-    return epoch if valid else INITIAL_EPOCH
-
-
 def _items(rows: list[AgentMemoryItem]) -> list[dict[str, Any]]:
     return [json.loads(row.line) for row in rows]
 
@@ -197,20 +202,17 @@ def restore(
     precondition: Precondition,
 ) -> Restored:
     """Cache first; otherwise rebuild from memory. Either way the result becomes the cache,
-    one epoch on, compacted now."""
+    as autobyteus 1.4.4 persists it after ``restore_agent``: at epoch 2, compacted now, and
+    the cached messages written again through its ``Message``."""
     repository, snapshot = _locked(session, tenant, project, agent, precondition)
     cached, problem = _cached(snapshot if snapshot.id is not None else None, agent)
-    epoch = _previous_epoch(cached)
-    if epoch + 1 not in snapshot_format.EPOCH_RANGE:
-        raise Conflict("epoch_id is at its largest value; the snapshot cannot be restored again.")
-    now = utcnow().timestamp()
     if problem is None:
-        document = cached
-        document["epoch_id"] = epoch + 1
-        document["last_compaction_ts"] = now
+        messages = [snapshot_format.message_through_message(m) for m in cached["messages"]]
     else:
         messages = _rebuilt_messages(session, snapshot.project_id, agent, options)
-        document = snapshot_format.snapshot(agent, epoch + 1, now, messages)
+    document = snapshot_format.snapshot(
+        agent, snapshot_format.RESTORED_EPOCH, utcnow().timestamp(), messages
+    )
     _store(repository, snapshot, document)
     return Restored(
         source="cache" if problem is None else "rebuild",

@@ -26,7 +26,7 @@ class Kind(StrEnum):
 @dataclass(frozen=True)
 class Target:
     """What a path holds: its kind, the name it belongs to (save filename, agent, run,
-    feature, memory file) and, for agent memory, which of the three files."""
+    feature, memory file) and, for agent memory, which of its files."""
 
     kind: Kind
     name: str
@@ -34,12 +34,13 @@ class Target:
 
 
 _MEMORY_KINDS = {filename: kind for kind, filename in FILENAMES.items()}
+_MEMORY_FILENAMES = "|".join(re.escape(filename) for filename in FILENAMES.values())
 _NAME = r"([^/]+)"
 _PATTERNS: list[tuple[re.Pattern[str], Kind]] = [
     (re.compile(r"mdan/(mdan-save-[0-9]+\.json(?:\.gz)?)"), Kind.save),
     (re.compile(rf"memory/agents/{_NAME}/working_context_snapshot\.json"), Kind.snapshot),
     (
-        re.compile(rf"memory/agents/{_NAME}/((?:raw_traces|episodic|semantic)\.jsonl)"),
+        re.compile(rf"memory/agents/{_NAME}/({_MEMORY_FILENAMES})"),
         Kind.agent_memory,
     ),
     (re.compile(r"\.atari/state\.json()"), Kind.run_state),

@@ -10,7 +10,8 @@ class ImportedMember(BaseModel):
     kind: Kind
     status: int = Field(description="The status the member's own import route answers.")
     action: str = Field(
-        description="`created`, `replaced`, `appended` or `unchanged`; for run state, what "
+        description="`created`, `replaced`, `appended` or `unchanged`; `pruned` for a "
+        "raw_traces.jsonl that autobyteus pruned since the last import; for run state, what "
         "atari's load did: `stored`, `migrated` or `reset`."
     )
     result: dict[str, Any] = Field(description="The body the member's own import route answers.")

@@ -337,7 +337,9 @@ class Importer:
 
     def agent_memory(self, member: Member) -> Outcome:
         """The file on disk is the whole history: only the lines the store lacks are
-        appended, so that pushing a directory twice appends nothing the second time."""
+        appended, so that pushing a directory twice appends nothing the second time. A
+        raw_traces.jsonl that autobyteus pruned since (whole turns gone, moved to its
+        raw_traces_archive.jsonl) prunes the same turns here first."""
         agent = _checked_name(member.target, "agent")
         kind = member.target.memory_kind
         assert kind is not None
@@ -353,24 +355,39 @@ class Importer:
             if pid is not None
             else []
         )
+        pruned = 0
+        warnings: list[tuple[str, str]] = []
         if lines[: len(stored)] != stored:
-            raise Conflict(
-                f"The stored {agent_memory.FILENAMES[kind]} is not the start of this file: "
-                "the two histories differ, and nothing was appended."
+            turns = (
+                agent_memory.pruned_turns(stored, lines) if kind is MemoryKind.raw_trace else None
             )
-        new = lines[len(stored) :]
-        if not new:
-            return Outcome(200, "unchanged", {"appended": 0})
-        appended = agents.append_memory(
-            self.session,
-            self.tenant,
-            self.project,
-            agent,
-            kind,
-            agent_memory.render_file(new),
-            NDJSON_MEDIA_TYPE,
+            if turns is None:
+                raise Conflict(
+                    f"The stored {agent_memory.FILENAMES[kind]} is not the start of this file: "
+                    "the two histories differ, and nothing was appended."
+                )
+            pruned = agents.prune_raw_traces(self.session, self.tenant, self.project, agent, turns)
+            warnings.append(
+                ("", f"{pruned} raw trace(s) of {len(turns)} turn(s) pruned, as in the file")
+            )
+        new = lines[len(stored) - pruned :]
+        appended = (
+            agents.append_memory(
+                self.session,
+                self.tenant,
+                self.project,
+                agent,
+                kind,
+                agent_memory.render_file(new),
+                NDJSON_MEDIA_TYPE,
+            )
+            if new
+            else 0
         )
-        return Outcome(201, "appended", {"appended": appended})
+        status = 201 if appended else 200
+        if pruned:
+            return Outcome(status, "pruned", {"pruned": pruned, "appended": appended}, warnings)
+        return Outcome(status, "appended" if appended else "unchanged", {"appended": appended})
 
     def run_state(self, member: Member) -> Outcome:
         """atari's own load (``state:load``): a file from disk may be of version 1, or one

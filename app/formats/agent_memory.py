@@ -1,10 +1,13 @@
-"""autobyteus agent memory (seed 001): ``raw_traces.jsonl``, ``episodic.jsonl``, ``semantic.jsonl``.
+"""autobyteus agent memory (seed 001): ``raw_traces.jsonl``, ``episodic.jsonl``, ``semantic.jsonl``
+and ``raw_traces_archive.jsonl``.
 
 One item a line, as autobyteus 1.4's ``FileMemoryStore`` appends them:
 ``json.dumps(item.to_dict()) + "\\n"``. The fields are those of its ``RawTraceItem``,
 ``EpisodicItem`` and ``SemanticItem``: the ones ``to_dict`` always writes are required, the
 ones it writes only when set are optional (null is taken as unset, as ``from_dict`` does).
-Unknown fields are kept where they are.
+Unknown fields are kept where they are. The archive holds the raw traces that
+``FileMemoryStore.prune_raw_traces`` took out of ``raw_traces.jsonl`` after a compaction, each
+line written again as ``json.dumps`` of the dict read from it: its items are raw traces.
 """
 
 import json
@@ -25,12 +28,15 @@ class MemoryKind(StrEnum):
     raw_trace = "raw_trace"
     episodic = "episodic"
     semantic = "semantic"
+    # Raw traces pruned from raw_traces.jsonl: no longer part of the recent turns.
+    archived_trace = "archived_trace"
 
 
 FILENAMES = {
     MemoryKind.raw_trace: "raw_traces.jsonl",
     MemoryKind.episodic: "episodic.jsonl",
     MemoryKind.semantic: "semantic.jsonl",
+    MemoryKind.archived_trace: "raw_traces_archive.jsonl",
 }
 
 
@@ -60,24 +66,26 @@ def _optional(rule: FieldRule) -> FieldRule:
     return FieldRule(lambda v: v is None or rule.check(v), rule.expected + " or null", False)
 
 
+RAW_TRACE_RULES = {
+    "id": STRING,
+    "ts": NUMBER,
+    "turn_id": STRING,
+    "seq": SEQ,
+    "trace_type": STRING,
+    "content": STRING,
+    "source_event": STRING,
+    "media": _optional(FieldRule(_media, "an object of arrays of strings")),
+    "tool_name": _optional(STRING),
+    "tool_call_id": _optional(STRING),
+    "tool_args": _optional(FieldRule(lambda v: isinstance(v, dict), "an object")),
+    "tool_error": _optional(STRING),
+    "correlation_id": _optional(STRING),
+    "tags": _optional(STRINGS),
+    "tool_result_ref": _optional(STRING),
+}
 RULES: dict[MemoryKind, dict[str, FieldRule]] = {
-    MemoryKind.raw_trace: {
-        "id": STRING,
-        "ts": NUMBER,
-        "turn_id": STRING,
-        "seq": SEQ,
-        "trace_type": STRING,
-        "content": STRING,
-        "source_event": STRING,
-        "media": _optional(FieldRule(_media, "an object of arrays of strings")),
-        "tool_name": _optional(STRING),
-        "tool_call_id": _optional(STRING),
-        "tool_args": _optional(FieldRule(lambda v: isinstance(v, dict), "an object")),
-        "tool_error": _optional(STRING),
-        "correlation_id": _optional(STRING),
-        "tags": _optional(STRINGS),
-        "tool_result_ref": _optional(STRING),
-    },
+    MemoryKind.raw_trace: RAW_TRACE_RULES,
+    MemoryKind.archived_trace: RAW_TRACE_RULES,
     MemoryKind.episodic: {
         "id": STRING,
         "ts": NUMBER,
@@ -146,6 +154,22 @@ def parse(raw: bytes, media_type: str | None, kind: MemoryKind) -> list[dict[str
     if faults:
         raise InvalidDocument(f"The {kind.value} items are not valid.", faults)
     return items
+
+
+def _turn_id(line: bytes) -> Any:
+    return json.loads(line)["turn_id"]
+
+
+def pruned_turns(stored: list[bytes], lines: list[bytes]) -> set[str] | None:
+    """The turns whose traces ``lines`` (a raw_traces.jsonl) no longer holds, when it is the
+    ``stored`` raw traces without every trace of those turns, then lines appended since: what
+    ``FileMemoryStore.prune_raw_traces`` leaves after a compaction. None when it is not."""
+    present = set(lines)
+    pruned = {_turn_id(line) for line in stored if line not in present}
+    kept = [line for line in stored if _turn_id(line) not in pruned]
+    if not pruned or lines[: len(kept)] != kept:
+        return None
+    return pruned
 
 
 def render_line(item: dict[str, Any]) -> bytes:

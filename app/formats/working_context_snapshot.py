@@ -24,6 +24,10 @@ TOOL_CALL_KEYS = ("id", "name", "arguments")
 TOOL_RESULT_KEYS = ("tool_call_id", "tool_name", "tool_result", "tool_error")
 # epoch_id counts restores and compactions: a non-negative 64-bit integer.
 EPOCH_RANGE = range(0, 2**63)
+# A restore (AgentFactory.restore_agent) builds a new MemoryManager, whose snapshot starts at
+# epoch 1, and resets it once, from the cache or from memory: whatever epoch the cache held,
+# the snapshot autobyteus persists after a restore is at epoch 2.
+RESTORED_EPOCH = 2
 
 Fault = tuple[str, str]
 
@@ -163,6 +167,37 @@ def message(role: str, content: str | None) -> dict[str, Any]:
         "audio_urls": [],
         "video_urls": [],
         "tool_payload": None,
+    }
+
+
+def _tool_payload_through_message(payload: Any) -> dict[str, Any] | None:
+    """The payload after ``_deserialize_tool_payload`` (into ToolCallPayload or
+    ToolResultPayload, unknown keys dropped, ``arguments`` null or absent made ``{}``), then
+    ``Message.to_dict`` and ``_normalize_tool_payload``. The payload is valid (see
+    ``message_faults``): ids and names are strings already, so ``str()`` changes nothing, and
+    values that came from JSON are all serialisable, so ``_safe_json_value`` keeps them."""
+    if payload is None:
+        return None
+    if "tool_calls" in payload:
+        return {
+            "tool_calls": [
+                {"id": call["id"], "name": call["name"], "arguments": call["arguments"] or {}}
+                for call in payload["tool_calls"]
+            ]
+        }
+    return {key: payload[key] for key in TOOL_RESULT_KEYS}
+
+
+def message_through_message(data: dict[str, Any]) -> dict[str, Any]:
+    """A valid cached message as autobyteus writes it again after a restore: read into its
+    ``Message`` by ``WorkingContextSnapshotSerializer._deserialize_message`` and written by
+    ``_serialize_message``. Only the seven keys of ``Message.to_dict()`` remain."""
+    return {
+        "role": data["role"],
+        "content": data["content"],
+        "reasoning_content": data["reasoning_content"],
+        **{key: data[key] or [] for key in MEDIA_KEYS},
+        "tool_payload": _tool_payload_through_message(data["tool_payload"]),
     }
 
 

@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from app.agents import repository
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, golden_bytes, raw_trace, recent_turns
+from tests.helpers import GOLDEN, assert_problem, golden_bytes, raw_trace, recent_turns
 
 AGENT = "agent_123"
 NDJSON = "application/x-ndjson"
@@ -18,6 +18,12 @@ MEMORY_FILES = {
     "episodic": "episodic.jsonl",
     "semantic": "semantic.jsonl",
 }
+# An agent's memory as autobyteus 1.4.4 itself wrote it (tests/formats/generators/
+# autobyteus_memory.py): a session with two compactions, which pruned raw traces into
+# raw_traces_archive.jsonl.
+REAL_AGENT = "coder_worker_4821"
+REAL_AGENT_DIR = GOLDEN / "workspace" / "memory" / "agents" / REAL_AGENT
+REAL_MEMORY_FILES = {**MEMORY_FILES, "raw-traces-archive": "raw_traces_archive.jsonl"}
 
 
 def _url(project: str, suffix: str, agent: str = AGENT) -> str:
@@ -125,6 +131,43 @@ def test_replace_conditional_requests_and_delete(client, project):
     assert_problem(client.delete(url), 404)
 
 
+@pytest.mark.parametrize("memory", list(REAL_MEMORY_FILES))
+@pytest.mark.parametrize(
+    "directory",
+    [REAL_AGENT_DIR, GOLDEN / "autobyteus" / "before-second-compaction"],
+    ids=["after-two-compactions", "after-one-compaction"],
+)
+def test_autobyteus_memory_files_round_trip_through_their_routes(
+    client, project, directory, memory
+):
+    url = _url(project, f"memory/{memory}", REAL_AGENT)
+    written = (directory / REAL_MEMORY_FILES[memory]).read_bytes()
+    appended = client.post(url, content=written, headers={"Content-Type": NDJSON})
+    assert appended.json() == {"appended": written.count(b"\n")}, appended.text
+    exported = client.get(url, headers={"Accept": NDJSON})
+    assert exported.content == written
+    assert exported.headers["content-disposition"] == (
+        f'attachment; filename="{REAL_MEMORY_FILES[memory]}"'
+    )
+    listed = client.get(url).json()["items"]
+    assert listed == [json.loads(line) for line in written.splitlines()][:50]
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        REAL_AGENT_DIR / "working_context_snapshot.json",
+        *sorted((GOLDEN / "autobyteus").rglob("*.json")),
+    ],
+    ids=lambda path: str(path.relative_to(GOLDEN)),
+)
+def test_autobyteus_snapshots_round_trip_through_their_route(client, project, snapshot):
+    written = snapshot.read_bytes()
+    agent = json.loads(written)["agent_id"]
+    assert _put(client, project, written, agent).status_code == 201
+    assert client.get(_url(project, "working-context-snapshot", agent)).content == written
+
+
 @pytest.mark.parametrize("memory", list(MEMORY_FILES))
 def test_memory_ndjson_in_and_out_byte_for_byte(client, project, memory):
     appended = _append_file(client, project, memory)
@@ -187,21 +230,68 @@ def test_a_retried_append_with_the_same_key_appends_once(client, project):
     assert len(listed) == first.json()["appended"]
 
 
-def test_restore_from_cache_bumps_the_epoch_and_keeps_the_messages(client, project):
+def test_restore_from_cache_restarts_at_epoch_2_and_keeps_the_messages(client, project):
     _put(client, project, SNAPSHOT)
     restored = _restore(client, project)
     assert restored.status_code == 200, restored.text
     body = restored.json()
     assert body["source"] == "cache"
     snapshot = body["snapshot"]
-    assert snapshot["epoch_id"] == 5
+    # autobyteus restores into a new MemoryManager (epoch 1) and resets it once.
+    assert snapshot["epoch_id"] == 2
     assert snapshot["messages"] == _snapshot()["messages"]
     assert isinstance(snapshot["last_compaction_ts"], float)
     assert snapshot["last_compaction_ts"] > 1738100000.0
     cached = client.get(_url(project, "working-context-snapshot"))
     assert cached.content == json.dumps(snapshot).encode()
     assert cached.headers["etag"] == restored.headers["etag"]
-    assert _restore(client, project).json()["snapshot"]["epoch_id"] == 6
+    assert _restore(client, project).json()["snapshot"]["epoch_id"] == 2
+
+
+def _assert_as_reference(stored: bytes, reference: bytes) -> None:
+    """``stored`` is byte for byte what autobyteus wrote, but for ``last_compaction_ts``: the
+    time of the restore."""
+    expected = json.loads(reference)
+    expected["last_compaction_ts"] = json.loads(stored)["last_compaction_ts"]
+    assert stored == json.dumps(expected).encode()
+
+
+@pytest.mark.parametrize(
+    ("cache", "reference"),
+    [
+        (REAL_AGENT_DIR / "working_context_snapshot.json", "restored-from-cache.json"),
+        (GOLDEN / "autobyteus/cache-with-extras.json", "cache-with-extras.restored.json"),
+    ],
+    ids=["as-autobyteus-left-it", "with-unknown-fields-and-null-arguments"],
+)
+def test_restore_from_cache_writes_what_autobyteus_writes(client, project, cache, reference):
+    assert _put(client, project, cache.read_bytes(), REAL_AGENT).status_code == 201
+    restored = client.post(
+        _url(project, "restore", REAL_AGENT), json={"system_prompt": "not used from a cache"}
+    )
+    assert restored.json()["source"] == "cache", restored.text
+    stored = client.get(_url(project, "working-context-snapshot", REAL_AGENT)).content
+    _assert_as_reference(stored, golden_bytes(f"autobyteus/{reference}"))
+    assert restored.json()["snapshot"] == json.loads(stored)
+
+
+def test_restore_by_rebuild_writes_what_autobyteus_writes(client, project):
+    # The archive of pruned traces too: autobyteus never reads it back, and neither does this.
+    for memory, filename in REAL_MEMORY_FILES.items():
+        appended = client.post(
+            _url(project, f"memory/{memory}", REAL_AGENT),
+            content=(REAL_AGENT_DIR / filename).read_bytes(),
+            headers={"Content-Type": NDJSON},
+        )
+        assert appended.status_code == 201, appended.text
+    reference = golden_bytes("autobyteus/restored-by-rebuild.json")
+    system_prompt = json.loads(reference)["messages"][0]["content"]
+    restored = client.post(
+        _url(project, "restore", REAL_AGENT), json={"system_prompt": system_prompt}
+    )
+    assert restored.json()["source"] == "rebuild", restored.text
+    stored = client.get(_url(project, "working-context-snapshot", REAL_AGENT)).content
+    _assert_as_reference(stored, reference)
 
 
 def _fixture_memory(client, project):
@@ -352,8 +442,8 @@ def test_an_invalid_stored_cache_falls_back_to_rebuild(
     assert body["source"] == "rebuild"
     assert reason in body["reason"]
     assert body["snapshot"]["messages"][1]["content"].startswith("[MEMORY:EPISODIC]")
-    # The epoch goes on from the stored one when it is readable.
-    assert body["snapshot"]["epoch_id"] == (5 if stored.startswith(b'{"') else 2)
+    # Whatever epoch the cache held: a restore starts a new MemoryManager.
+    assert body["snapshot"]["epoch_id"] == 2
 
 
 def test_restore_validates_its_options_and_honours_if_match(client, project):
@@ -364,31 +454,37 @@ def test_restore_validates_its_options_and_honours_if_match(client, project):
     assert_problem(_restore(client, project, None, **{"If-Match": '"stale"'}), 412)
 
 
-def test_a_retried_restore_with_the_same_key_bumps_the_epoch_once(client, project):
+def test_a_retried_restore_with_the_same_key_restores_once(client, project):
     _put(client, project, SNAPSHOT)
     first = _restore(client, project, None, **{"Idempotency-Key": "restore-1"})
     again = _restore(client, project, None, **{"Idempotency-Key": "restore-1"})
     assert again.content == first.content
-    cached = client.get(_url(project, "working-context-snapshot")).json()
-    assert cached["epoch_id"] == 5
+    # A second restore would have stored a later last_compaction_ts.
+    cached = client.get(_url(project, "working-context-snapshot"))
+    assert cached.content == json.dumps(first.json()["snapshot"]).encode()
 
 
-def test_concurrent_restores_each_count_one_epoch(app, tenant, project):
+def test_concurrent_restores_each_store_a_whole_snapshot(app, tenant, project):
     key = create_key(app, tenant)
     _put(client_for(app, key), project, SNAPSHOT)
-    epochs: list[int] = []
+    snapshots: list[bytes] = []
 
     def restore_once() -> None:
         response = _restore(client_for(app, key), project)
         assert response.status_code == 200, response.text
-        epochs.append(response.json()["snapshot"]["epoch_id"])
+        assert response.json()["source"] == "cache"
+        snapshots.append(json.dumps(response.json()["snapshot"]).encode())
 
     threads = [threading.Thread(target=restore_once) for _ in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(epochs) == list(range(5, 13))
+    assert len(snapshots) == 8
+    assert {json.loads(snapshot)["epoch_id"] for snapshot in snapshots} == {2}
+    # The cache is the last restore's, never a mix of two.
+    cached = client_for(app, key).get(_url(project, "working-context-snapshot")).content
+    assert cached in snapshots
 
 
 def test_concurrent_appends_lose_nothing(app, tenant, project):

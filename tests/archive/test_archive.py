@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.helpers import (
+    GOLDEN,
     assert_problem,
     golden_bytes,
     import_save,
@@ -57,6 +58,10 @@ def test_members_equal_what_each_export_route_answers(client, project):
         ),
         f"memory/agents/{agent}/raw_traces.jsonl": (
             f"{base}/agents/{agent}/memory/raw-traces",
+            {"Accept": "application/x-ndjson"},
+        ),
+        "memory/agents/coder_worker_4821/raw_traces_archive.jsonl": (
+            f"{base}/agents/coder_worker_4821/memory/raw-traces-archive",
             {"Accept": "application/x-ndjson"},
         ),
         ".atari/state.json.backup": (f"{base}/runs/default/state/backup", {}),
@@ -259,6 +264,42 @@ def test_memory_files_append_only_their_new_lines(client, project):
     assert untar(_export(client, project))[path] == b"".join(lines)
     diverged = _post(client, project, tar_gz({path: b"".join(lines[1:])})).json()
     assert diverged["refused"][0]["status"] == 409
+
+
+AUTOBYTEUS_AGENT = "memory/agents/coder_worker_4821"
+
+
+def _agent_files(directory) -> dict[str, bytes]:
+    return {f"{AUTOBYTEUS_AGENT}/{path.name}": path.read_bytes() for path in directory.iterdir()}
+
+
+def test_a_push_after_autobyteus_pruned_raw_traces_prunes_them_too(client, project):
+    # The same agent as autobyteus left it between its two compactions, then after both.
+    earlier = _agent_files(GOLDEN / "autobyteus" / "before-second-compaction")
+    later = _agent_files(GOLDEN / "workspace" / AUTOBYTEUS_AGENT)
+    assert _post(client, project, tar_gz(earlier)).json()["refused"] == []
+    report = _post(client, project, tar_gz(later)).json()
+    assert report["refused"] == []
+    imported = {item["path"]: item for item in report["imported"]}
+    raw_traces = imported[f"{AUTOBYTEUS_AGENT}/raw_traces.jsonl"]
+    # turn_0003's four traces went to the archive; turns 5 and 6 are new.
+    assert (raw_traces["action"], raw_traces["result"]) == ("pruned", {"pruned": 4, "appended": 8})
+    assert imported[f"{AUTOBYTEUS_AGENT}/raw_traces_archive.jsonl"]["result"] == {"appended": 4}
+    assert [w["message"] for w in report["warnings"]] == [
+        "4 raw trace(s) of 1 turn(s) pruned, as in the file"
+    ]
+    exported = untar(_export(client, project))
+    assert {path: exported[path] for path in later} == later
+    # A rebuild reads the turns autobyteus reads.
+    agent_url = f"/v1/projects/{project}/agents/coder_worker_4821"
+    assert client.delete(f"{agent_url}/working-context-snapshot").status_code == 204
+    reference = json.loads(golden_bytes("autobyteus/restored-by-rebuild.json"))
+    restored = client.post(
+        f"{agent_url}/restore", json={"system_prompt": reference["messages"][0]["content"]}
+    ).json()
+    assert restored["snapshot"]["messages"] == reference["messages"]
+    again = _post(client, project, tar_gz(later)).json()["imported"]
+    assert {item["action"] for item in again if item["path"].endswith(".jsonl")} == {"unchanged"}
 
 
 def test_a_reset_state_supersedes_the_backup_in_the_same_archive(client, project):

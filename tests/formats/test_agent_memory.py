@@ -9,10 +9,18 @@ from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE, MemoryKind
 from app.formats.errors import InvalidDocument, MalformedDocument
 from tests.helpers import golden_bytes
 
+# Hand-made fixtures (checked by the generator to be what autobyteus writes for their items),
+# and the memory of an agent autobyteus itself wrote.
+GOLDEN_FILES = [
+    *(f"autobyteus/{FILENAMES[kind]}" for kind in MemoryKind if kind != MemoryKind.archived_trace),
+    *(f"workspace/memory/agents/coder_worker_4821/{FILENAMES[kind]}" for kind in MemoryKind),
+]
 
-@pytest.mark.parametrize("kind", list(MemoryKind))
-def test_golden_files_parse_as_ndjson_and_render_byte_for_byte(kind):
-    raw = golden_bytes(f"autobyteus/{FILENAMES[kind]}")
+
+@pytest.mark.parametrize("path", GOLDEN_FILES)
+def test_golden_files_parse_as_ndjson_and_render_byte_for_byte(path):
+    kind = next(kind for kind, filename in FILENAMES.items() if path.endswith("/" + filename))
+    raw = golden_bytes(path)
     items = agent_memory.parse(raw, NDJSON_MEDIA_TYPE, kind)
     assert len(items) == raw.count(b"\n")
     assert agent_memory.render_file(agent_memory.render_line(item) for item in items) == raw
@@ -114,3 +122,24 @@ def test_a_malformed_ndjson_line_is_named():
 def test_render_line_is_json_dumps():
     item = _trace(content="héllo 😀", tool_result={"n": 2**70})
     assert agent_memory.render_line(item) == json.dumps(item).encode()
+
+
+def _lines(*traces: tuple[str, int]) -> list[bytes]:
+    return [agent_memory.render_line(_trace(turn_id=turn, seq=seq)) for turn, seq in traces]
+
+
+@pytest.mark.parametrize(
+    ("now", "pruned"),
+    [
+        # autobyteus's prune: whole turns out, the others in order, then new traces.
+        (_lines(("b", 1), ("c", 1)), {"a"}),
+        (_lines(("c", 1)), {"a", "b"}),
+        # Not a prune: part of a turn, another order, or nothing taken out.
+        (_lines(("a", 2), ("b", 1)), None),
+        (_lines(("b", 1), ("a", 1), ("a", 2)), None),
+        (_lines(("a", 1), ("a", 2), ("b", 1), ("c", 1)), None),
+    ],
+)
+def test_pruned_turns_recognises_what_prune_raw_traces_leaves(now, pruned):
+    stored = _lines(("a", 1), ("a", 2), ("b", 1))
+    assert agent_memory.pruned_turns(stored, now) == pruned
