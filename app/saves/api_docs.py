@@ -126,7 +126,7 @@ SAVE_SUMMARY = {
     "token_percentage": 0.8,
     "save_count": 1,
     "resume_count": 0,
-    "size_bytes": 3113,
+    "size_bytes": 3010,
     "stored_at": "2024-01-15T10:23:46Z",
 }
 
@@ -151,7 +151,7 @@ DOCS = DomainDocs(
                         "id": 1,
                         "filename": "mdan-save-1705314225.json",
                         "timestamp": "2024-01-15T10:23:45Z",
-                        "size_bytes": 3113,
+                        "size_bytes": 3010,
                         "warnings": [],
                         "redactions": {},
                         "pruned": 0,
