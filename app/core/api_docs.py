@@ -1,11 +1,12 @@
 """What a person reads in /docs: each operation's summary and examples, each tag's description.
 
-Each domain declares its part in one table (``app/<domain>/api_docs.py``: a ``TAG`` and an
-``OPERATIONS`` mapping keyed by ``"METHOD /path"``, as the document lists them), and the tables
-are applied to the generated document here. The routers stay HTTP only, and the words and
-examples of a domain are read in one place. A table entry for an operation that does not exist
-is an error, so a renamed route cannot leave its documentation behind silently; an operation
-with no entry is caught by the tests (tests/platform/test_api_docs.py).
+Each domain declares its part in one table (``app/<domain>/api_docs.py``: ``DOCS``, its tag and
+an ``Operation`` per route keyed by ``"METHOD /path"`` as the document lists them), and
+``app/docs_catalog.py`` gathers them; they are applied to the generated document here. The
+routers stay HTTP only, and the words and examples of a domain are read in one place. A table
+entry for an operation that does not exist is an error, so a renamed route cannot leave its
+documentation behind silently; an operation with no entry is caught by the tests
+(tests/platform/test_api_docs.py).
 """
 
 from collections.abc import Iterable, Mapping
