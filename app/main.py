@@ -10,6 +10,7 @@ from starlette.middleware.gzip import GZipMiddleware
 from app import models  # noqa: F401  (every table registered before anything queries)
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
+from app.core.api_docs import document_api
 from app.core.config import Settings
 from app.core.db import Database, create_database
 from app.core.deps import PrincipalCache
@@ -21,6 +22,7 @@ from app.core.logs import RequestLogMiddleware
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
+from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
@@ -81,6 +83,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     install_docs(app)
     document_problems(app)
+    document_api(app, DOMAINS, PATH_EXAMPLES)
 
     app.add_middleware(
         GZipMiddleware,

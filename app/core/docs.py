@@ -1,4 +1,7 @@
-"""Swagger UI served from the swagger-ui-bundle package: /docs works with no internet."""
+"""Swagger UI 5 served from the swagger-ui-bundle-v2 package: /docs works with no internet.
+
+Swagger UI 5 is the first to read OpenAPI 3.1, the version FastAPI writes; the package ships
+its dist files and nothing else (see README, "Swagger UI")."""
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html

@@ -5,12 +5,18 @@ here is ``application/problem+json``, and which ones a route can give follows fr
 takes: a key (401, 403, 422 for its parameters, and 503 when the database is busy), path names
 (404), a body (400, 413, 415), and a change (409, 412). They are read from each operation of the
 generated document, so every route, present and future, is documented the same way.
+
+Each is declared once, under ``components/responses`` with one example built by the error
+class the service raises, and referenced from the operations: the page lists an operation's
+problems in one line each instead of repeating their schema and example ten times over.
 """
 
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
 
+from app.core import errors
 from app.core.errors import PROBLEM_MEDIA_TYPE
 
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -37,24 +43,68 @@ PROBLEM_SCHEMA: dict[str, Any] = {
     },
 }
 
-_WHEN = {
-    400: "The body is not well-formed (JSON, gzip).",
-    401: "No valid API key.",
-    403: "The key lacks the scope this route needs.",
-    404: "No such resource for this tenant.",
-    409: "The change conflicts with the resource's state or a concurrent change.",
-    412: "`If-Match` or `If-None-Match` did not hold (where the route honours them).",
-    413: "The body is over this route's size limit.",
-    415: "A media type or `Content-Encoding` this route does not take.",
-    422: "The request breaks the contract; `errors` lists each fault.",
-    503: "The database is busy or unreachable; retry after `Retry-After` seconds.",
+# Why each status is given, and the problem the service gives then (the one example).
+_WHEN: dict[int, tuple[str, errors.Problem]] = {
+    400: (
+        "The body is not well-formed (JSON, gzip).",
+        errors.MalformedBody("The body is not valid JSON: Expecting value at line 1 column 1."),
+    ),
+    401: ("No valid API key.", errors.Unauthenticated("No API key was sent.")),
+    403: (
+        "The key lacks the scope this route needs.",
+        errors.Forbidden("This key lacks the `write` scope."),
+    ),
+    404: (
+        "No such resource for this tenant.",
+        errors.NotFound("No save 42 in project MyProject."),
+    ),
+    409: (
+        "The change conflicts with the resource's state or a concurrent change.",
+        errors.Conflict("The feature already exists."),
+    ),
+    412: (
+        "`If-Match` or `If-None-Match` did not hold (where the route honours them).",
+        errors.PreconditionFailed('If-Match "3f2a" does not match the current ETag.'),
+    ),
+    413: (
+        "The body is over this route's size limit.",
+        errors.ContentTooLarge("The body is over the limit of 33554432 bytes."),
+    ),
+    415: (
+        "A media type or `Content-Encoding` this route does not take.",
+        errors.UnsupportedMediaType("This route takes application/json, not text/xml."),
+    ),
+    422: (
+        "The request breaks the contract; `errors` lists each fault.",
+        errors.InvalidContent(
+            "The request breaks the contract.",
+            errors=[
+                errors.FieldError("/keep_latest", "Input should be greater than or equal to 0")
+            ],
+        ),
+    ),
+    503: (
+        "The database is busy or unreachable; retry after `Retry-After` seconds.",
+        errors.ServiceUnavailable("The database is busy; retry shortly."),
+    ),
 }
 _WRITE_METHODS = {"post", "put", "patch", "delete"}
 
 
-def _problem(status: int) -> dict[str, Any]:
+def _component_name(status: int) -> str:
+    """``NotFound`` for 404: the name the operations reference."""
+    return HTTPStatus(status).phrase.title().replace(" ", "").replace("-", "")
+
+
+def _problem_component(status: int) -> dict[str, Any]:
+    description, example = _WHEN[status]
     schema = {"$ref": "#/components/schemas/Problem"}
-    return {"description": _WHEN[status], "content": {PROBLEM_MEDIA_TYPE: {"schema": schema}}}
+    content = {"schema": schema, "example": example.body()}
+    return {"description": description, "content": {PROBLEM_MEDIA_TYPE: content}}
+
+
+def _problem(status: int) -> dict[str, Any]:
+    return {"$ref": f"#/components/responses/{_component_name(status)}"}
 
 
 def problem_statuses(path: str, method: str, operation: dict[str, Any]) -> set[int]:
@@ -80,7 +130,11 @@ def add_problem_responses(spec: dict[str, Any]) -> None:
                 # not: every 422 is a Problem.
                 if status == 422 or str(status) not in responses:
                     responses[str(status)] = _problem(status)
-    schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+    components = spec.setdefault("components", {})
+    components["responses"] = {
+        _component_name(status): _problem_component(status) for status in sorted(_WHEN)
+    }
+    schemas = components.setdefault("schemas", {})
     schemas["Problem"] = PROBLEM_SCHEMA
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)

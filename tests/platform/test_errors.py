@@ -33,9 +33,11 @@ def test_a_405_allows_every_method_of_the_resource(client, path, allowed):
 
 
 def test_the_openapi_document_declares_each_operations_problems(app):
-    problem = {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}
-    operations = app.openapi()["paths"]
-    for path, methods in operations.items():
+    """Each problem response is declared once, as a component with one example, and referenced
+    from every operation that can give it."""
+    spec = app.openapi()
+    problem_schema = {"$ref": "#/components/schemas/Problem"}
+    for path, methods in spec["paths"].items():
         for method, operation in methods.items():
             declared = operation["responses"]
             if not operation.get("security"):
@@ -44,8 +46,13 @@ def test_the_openapi_document_declares_each_operations_problems(app):
             if "requestBody" in operation:
                 expected |= {"400", "413", "415"}
             for status in expected:
-                assert declared[status]["content"] == problem, (method, path, status)
-    assert "HTTPValidationError" not in app.openapi()["components"]["schemas"]
+                reference = declared[status]["$ref"]
+                assert reference.startswith("#/components/responses/"), (method, path, status)
+                component = spec["components"]["responses"][reference.rsplit("/", 1)[1]]
+                content = component["content"]["application/problem+json"]
+                assert content["schema"] == problem_schema, (method, path, status)
+                assert content["example"]["status"] == int(status)
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
 
 
 def test_malformed_json_is_a_400_problem(client, project):
