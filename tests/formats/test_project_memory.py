@@ -100,7 +100,8 @@ def test_duplicate_ids_are_refused():
         (b"{}", InvalidDocument),
         (b"[1]", InvalidDocument),
         (b"[", MalformedDocument),
-        (b"[NaN]", MalformedDocument),
+        (b"[NaN]", InvalidDocument),
+        (b"[1e999]", MalformedDocument),
     ],
 )
 def test_list_files_must_be_arrays_of_objects(raw, error):
