@@ -6,13 +6,20 @@ second push of the same directory stores nothing new.
 The saves are the golden workspace's, written by ``tests/formats/generators/mdan_saves.py``.
 """
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from sqlalchemy import Engine, MetaData, select
 
 from app.cli import pull_directory, push_directory
 from app.client import ContextStoreClient
+from app.core.config import Settings
+from app.main import create_app
+from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import GOLDEN, assert_problem, import_save, seed_save, tar_gz, untar
 
 GOLDEN_SAVES = GOLDEN / "workspace" / "mdan"
@@ -165,3 +172,97 @@ def test_the_same_content_under_another_name_is_another_save(client, project):
     headers = {"Content-Type": "application/gzip"}
     report = client.post(f"/v1/projects/{project}/archive", content=archive, headers=headers)
     assert [member["action"] for member in report.json()["imported"]] == ["created", "created"]
+
+
+def _plain_digests(content: bytes) -> set[bytes]:
+    """Digests anyone holding a guess of the bytes could compute: SHA-256 (hex and raw) of the
+    bytes, and of the bytes framed as the idempotency fingerprint frames a request."""
+    digests = set()
+    for raw in (
+        hashlib.sha256(content).digest(),
+        hashlib.blake2b(content, digest_size=16).digest(),
+    ):
+        digests |= {raw, raw.hex().encode()}
+    return digests
+
+
+def _request_digest(method: str, path: str, query: str, body: bytes) -> bytes:
+    digest = hashlib.sha256()
+    for part in (method.encode(), path.encode(), query.encode(), body):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.hexdigest().encode()
+
+
+def _every_stored_value(engine: Engine) -> list[bytes]:
+    metadata = MetaData()
+    metadata.reflect(engine)
+    values: list[bytes] = []
+    with engine.connect() as connection:
+        for table in metadata.sorted_tables:
+            for row in connection.execute(select(table)):
+                for value in row:
+                    if isinstance(value, str):
+                        values.append(value.encode("utf-8", "surrogatepass"))
+                    elif isinstance(value, bytes | memoryview):
+                        values.append(bytes(value))
+    return values
+
+
+def test_no_plain_digest_of_a_redacted_secret_is_stored(client, engine: Engine, project):
+    secret_save = _golden(SECRET_NAME)
+    archive = tar_gz({f"mdan/{SECRET_NAME}": secret_save})
+    archive_path = f"/v1/projects/{project}/archive"
+    for _attempt in range(2):  # the retry replays: both go through the fingerprint
+        pushed = client.post(
+            archive_path,
+            content=archive,
+            headers={"Content-Type": "application/gzip", "Idempotency-Key": "push-1"},
+        )
+        assert pushed.status_code == 200, pushed.text
+    posted = import_save(
+        client,
+        project,
+        secret_save,
+        params={"filename": SECRET_NAME},
+        headers={"Idempotency-Key": "save-1"},
+    )
+    assert posted.status_code == 201, posted.text
+
+    forbidden = _plain_digests(secret_save) | _plain_digests(archive)
+    forbidden |= {
+        _request_digest("POST", archive_path, "", archive),
+        _request_digest("POST", _url(project), f"filename={SECRET_NAME}", secret_save),
+    }
+    stored = _every_stored_value(engine)
+    assert not [value for value in stored if FAKE_KEY in value]
+    leaks = [value for value in stored for digest in forbidden if digest in value]
+    assert leaks == []
+
+
+def test_replicas_sharing_the_fingerprint_key_replay_each_others_retries(database_url, project):
+    """The key is a setting: every replica (and the same server after a restart) that has it
+    recognises a retry; one with another key takes it for another request."""
+    tenant = "t-replicas-" + project
+    request = {
+        "content": tar_gz({f"mdan/{SECRET_NAME}": _golden(SECRET_NAME)}),
+        "headers": {"Content-Type": "application/gzip", "Idempotency-Key": "retry-me"},
+    }
+    responses = []
+    for key in ("a" * 32, "a" * 32, "b" * 32):
+        application = create_app(make_settings(database_url, fingerprint_key=key))
+        with TestClient(application):  # its lifespan: engines up, then disposed of
+            replica = client_for(application, create_key(application, tenant))
+            responses.append(replica.post(f"/v1/projects/{project}/archive", **request))
+    first, retried, other_key = responses
+    assert first.status_code == retried.status_code == 200
+    assert retried.headers["idempotent-replayed"] == "true"
+    assert retried.content == first.content
+    assert_problem(other_key, 422)
+
+
+def test_a_short_fingerprint_key_is_refused():
+    with pytest.raises(ValidationError, match="at least 32 characters"):
+        Settings(fingerprint_key="too-short")
+    # docker-compose passes an unset variable on as "": unset, not a short key.
+    assert Settings(fingerprint_key="").fingerprint_key is None
