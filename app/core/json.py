@@ -10,6 +10,8 @@ from typing import Any
 import orjson
 from fastapi.responses import JSONResponse
 
+from app.formats import jsondoc
+
 
 def _nan_as_null(value: Any) -> Any:
     """``value`` with NaN and the infinities (which a stored document may hold, as Python's
@@ -36,3 +38,12 @@ def dumps(value: Any) -> bytes:
 class FastJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         return dumps(content)
+
+
+def spliceable(document: bytes) -> bytes:
+    """A stored document's compact JSON, made fit to splice into the service's own JSON:
+    as it is, unless it may hold NaN or an infinity (Python's json writes them, JSON has no
+    such values), which become null as in every other answer."""
+    if b"NaN" not in document and b"Infinity" not in document:
+        return document
+    return dumps(jsondoc.load(document))

@@ -124,7 +124,9 @@ def put_summary(
     row.content = content
     row.style = style.value
     row.content_tokens = counted
-    row.total_features_completed = codec.field(document, "totalFeaturesCompleted")
+    row.total_features_completed = codec.column_integer(
+        codec.field(document, "totalFeaturesCompleted")
+    )
     row.etag = etag_of(content)
     row.updated_at = utcnow()
     repository.save(row)
