@@ -1,5 +1,6 @@
 """The app factory: settings, database, routers, error handlers, middleware."""
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -41,8 +42,17 @@ Authenticate with `Authorization: Bearer <key>` or `X-API-Key: <key>`. Errors ar
 """
 
 
+log = logging.getLogger(__name__)
+
+
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    if app.state.settings.fingerprint_key is None:
+        log.warning(
+            "CONTEXT_STORE_FINGERPRINT_KEY is not set: this process drew its own key, so an "
+            "Idempotency-Key retry sent after a restart or to another replica is refused as "
+            "a different request"
+        )
     database = create_database(app.state.settings)
     app.state.database = database
     try:

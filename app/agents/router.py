@@ -16,7 +16,7 @@ from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import AgentName, ProjectName
-from app.core.json import FastJSONResponse
+from app.core.json import FastJSONResponse, spliceable
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
 from app.formats import working_context_snapshot as snapshot_format
@@ -167,7 +167,7 @@ def list_memory(
         session, principal.tenant, project, agent, memory.kind, cursor, limit
     )
     # The stored lines are already JSON: spliced in, not parsed and rendered again.
-    content = b'{"items":[' + b",".join(lines) + b'],"next_cursor":'
+    content = b'{"items":[' + b",".join(spliceable(line) for line in lines) + b'],"next_cursor":'
     content += json.dumps(next_cursor).encode() + b"}"
     return Response(content, media_type="application/json", headers={"Vary": "Accept"})
 

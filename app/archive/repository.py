@@ -30,10 +30,6 @@ class ArchiveRepository:
         )
         return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
 
-    def save_with_etag(self, etag: str) -> int | None:
-        statement = select(Save.id).where(Save.project_id == self.project_id, Save.etag == etag)
-        return self.session.exec(statement).first()
-
     def snapshots(self) -> list[tuple[str, datetime]]:
         statement = (
             select(AgentSnapshot.agent, AgentSnapshot.updated_at)

@@ -29,7 +29,6 @@ from app.archive.schemas import (
     SkippedMember,
 )
 from app.core.body import decompress_body
-from app.core.conditional import etag_of
 from app.core.errors import (
     Conflict,
     ContentTooLarge,
@@ -41,7 +40,7 @@ from app.core.errors import (
 from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.features import service as features
 from app.features.schemas import FeatureSummary
-from app.formats import agent_memory
+from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE, MemoryKind
 from app.formats.errors import FormatError, MalformedDocument
@@ -300,20 +299,23 @@ class Importer:
     # One handler per kind of file: the member's own route's service function.
 
     def save(self, member: Member) -> Outcome:
+        """The save under the name it came with (``.gz`` aside). Pushing a directory again
+        adds nothing: a save already stored under that name with that file, as it would be
+        stored (redacted), is ``unchanged``."""
+        filename = member.target.name.removesuffix(".gz")
+        if not mdan_save.is_filename(filename):
+            raise InvalidContent(
+                f"{member.target.name!r} is not the name of a save file.",
+                errors=[FieldError("path.filename", f"must be {mdan_save.FILENAME_RULE}")],
+            )
         raw = member.content
         if is_gzip(raw):
             raw = decompress_body(raw, self.limits.save_bytes)
-        pid = self._project_id()
-        existing = (
-            ArchiveRepository(self.session, pid).save_with_etag(etag_of(raw))
-            if pid is not None
-            else None
-        )
+        prepared = saves.prepare_save(raw, filename)
+        existing = saves.stored_copy(self.session, self.tenant, self.project, prepared)
         if existing is not None:
-            # The file as the service exported it: importing it again would only duplicate it.
             return Outcome(200, "unchanged", {"id": existing})
         # No automatic pruning: an archive restores a project's saves, it does not retire them.
-        prepared = saves.prepare_save(raw)
         receipt = saves.store_save(
             self.session, self.tenant, self.project, prepared, auto_prune=False
         ).receipt

@@ -97,14 +97,21 @@ class Routes:
 
     @endpoint
     def import_save(
-        self, project: str, content: bytes, *, idempotency_key: str | None = None
+        self,
+        project: str,
+        content: bytes,
+        *,
+        filename: str | None = None,
+        idempotency_key: str | None = None,
     ) -> Call[SaveReceipt]:
-        """``content``: the save file, JSON or ``.json.gz``."""
+        """``content``: the save file, JSON or ``.json.gz``; ``filename`` its name
+        (``mdan-save-<seconds>.json``), else the service names it after its timestamp."""
         media_type = "application/gzip" if is_gzip(content) else JSON
         return Call(
             "POST",
             f"{_project(project)}/saves",
             model(SaveReceipt),
+            params={"filename": filename},
             **_body(content, media_type, **{"Idempotency-Key": idempotency_key}),
         )
 

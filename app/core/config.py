@@ -1,14 +1,16 @@
 """Settings, read from the environment with the prefix ``CONTEXT_STORE_``."""
 
 import ipaddress
+import secrets
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
+MIN_FINGERPRINT_KEY_CHARS = 32
 
 
 class AuthMode(StrEnum):
@@ -44,6 +46,12 @@ class Settings(BaseSettings):
     # Seed 004: the running summary is at most 2000 tokens (cl100k_base, the service's count).
     memory_summary_max_tokens: int = Field(default=2000, ge=1)
     idempotency_ttl_hours: int = Field(default=24, ge=24)
+    # The key of the HMAC that recognises a retried request's body (Idempotency-Key). Bodies
+    # hold secrets the service redacts; a plain digest of them would let anyone holding the
+    # database test a guessed secret. Every replica must share it and it must outlive
+    # restarts (a changed key makes a retry look like another request): set it where the
+    # other secrets of the deployment live. Unset, each process draws one at start.
+    fingerprint_key: SecretStr | None = None
     # PostgreSQL pool per process; SQLite always gets exactly one writer connection.
     db_pool_size: int = Field(default=10, ge=1)
     db_pool_timeout_seconds: float = Field(default=30.0, gt=0)
@@ -65,6 +73,25 @@ class Settings(BaseSettings):
             if url.startswith(scheme):
                 return "postgresql+psycopg://" + url.removeprefix(scheme)
         return url
+
+    @field_validator("fingerprint_key")
+    @classmethod
+    def long_enough(cls, key: SecretStr | None) -> SecretStr | None:
+        # Empty means unset: docker-compose passes an unset variable on as "".
+        if key is None or not key.get_secret_value():
+            return None
+        if len(key.get_secret_value()) < MIN_FINGERPRINT_KEY_CHARS:
+            raise ValueError(
+                f"CONTEXT_STORE_FINGERPRINT_KEY must be at least {MIN_FINGERPRINT_KEY_CHARS} "
+                "characters (e.g. `openssl rand -hex 32`)"
+            )
+        return key
+
+    @cached_property
+    def fingerprint_secret(self) -> bytes:
+        if self.fingerprint_key is None:
+            return secrets.token_bytes(32)
+        return self.fingerprint_key.get_secret_value().encode()
 
     @model_validator(mode="after")
     def refuse_open_unauthenticated(self) -> "Settings":

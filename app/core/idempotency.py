@@ -8,6 +8,7 @@ runs again. Two concurrent requests with one key: the second blocks on the row's
 """
 
 import hashlib
+import hmac
 from datetime import datetime, timedelta
 from typing import Annotated
 
@@ -68,8 +69,12 @@ class IdempotencyRepository:
         self.session.flush()
 
 
-def fingerprint(method: str, path: str, query: str, body: bytes) -> str:
-    digest = hashlib.sha256()
+def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) -> str:
+    """What tells a retry from another request under the same key: an HMAC-SHA256 keyed with
+    the server's secret (``CONTEXT_STORE_FINGERPRINT_KEY``), never a plain digest, because a
+    body may hold a secret the service redacts and a plain digest would let anyone holding
+    the table check a guess of it."""
+    digest = hmac.new(secret, digestmod=hashlib.sha256)
     for part in (method.encode(), path.encode(), query.encode(), body):
         digest.update(len(part).to_bytes(8, "big"))
         digest.update(part)
@@ -163,7 +168,13 @@ async def _idempotency(
         session=session,
         tenant=principal.tenant,
         key=idempotency_key,
-        request_hash=fingerprint(request.method, request.url.path, request.url.query, body),
+        request_hash=fingerprint(
+            settings.fingerprint_secret,
+            request.method,
+            request.url.path,
+            request.url.query,
+            body,
+        ),
         ttl=timedelta(hours=settings.idempotency_ttl_hours),
     )
 

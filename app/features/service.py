@@ -134,7 +134,7 @@ def patch(
 ) -> FeatureContext:
     """RFC 7396 merge patch. The result must be a valid context (422 and nothing changed
     otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
-    merge = jsondoc.load(raw)
+    merge = jsondoc.load(raw, allow_nan=False)
     context, document = _locked(session, tenant, project, feature_id, precondition)
     patched = feature_context.merge_patch(document, merge)
     feature_context.check(patched, feature_id)

@@ -101,8 +101,9 @@ Check = Callable[[Any], bool]
 
 
 def is_count(value: Any) -> bool:
-    """A non-negative integer that fits 64 bits (never a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
+    """A non-negative integer (never a bool), of any size: Python's int has no bound and no
+    column holds a count."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_string(value: Any) -> bool:

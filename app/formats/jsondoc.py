@@ -12,7 +12,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def _finite_float(text: str) -> float:
-    # 1e999 parses as inf, which json.dumps would write back as the non-JSON Infinity.
+    # 1e999 parses as inf, which json.dumps would write back as Infinity: not what was written
+    # (Python's json writes an infinity as Infinity, never as an overflowing literal).
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"{text} is out of the range of a double")
@@ -59,11 +60,19 @@ def _too_deep() -> InvalidDocument:
     )
 
 
-def load(raw: bytes) -> Any:
-    """Parse strict JSON: UTF-8 (a BOM allowed), no NaN or Infinity, at most ``MAX_DEPTH``
-    levels of nesting. Key order is kept."""
+def load(raw: bytes, *, allow_nan: bool = True) -> Any:
+    """Parse JSON as Python's ``json`` writes it: UTF-8 (a BOM allowed), integers of any size,
+    and (unless ``allow_nan`` is false) ``NaN``, ``Infinity`` and ``-Infinity``, which
+    ``json.dump`` writes by default and so every Python writer of these formats may write.
+    ``allow_nan=False`` reads strict JSON: the service's own request bodies (merge patches,
+    items sent to its API) are JSON, not a tool's file. At most ``MAX_DEPTH`` levels of
+    nesting. Key order is kept."""
     try:
-        document = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+        document = json.loads(
+            raw,
+            parse_float=_finite_float,
+            parse_constant=None if allow_nan else _refuse_constant,
+        )
     except RecursionError as exc:
         raise _too_deep() from exc
     except UnicodeDecodeError as exc:

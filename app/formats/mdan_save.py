@@ -3,10 +3,13 @@
 ``parse`` checks every documented field: a missing or invalid one gets a warning and the
 documented default, in place (a missing key goes at the end of its object, as a writer adding
 it would put it). Unknown fields are kept where they are. ``render`` is the reference writer,
-``json.dump(state, f, indent=2)``.
+``json.dump(state, f, indent=2)``. What that writer writes is valid: integers of any size,
+NaN and the infinities (``json.dump``'s defaults) are numbers, kept as written; only the
+listing's columns, which cannot hold them, show null (``summarize`` says which).
 """
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -66,7 +69,10 @@ def _token_percentage(doc: dict[str, Any], _now: datetime) -> float:
     usage = (doc.get("context") or {}).get("token_usage") or {}
     total, limit = usage.get("total"), usage.get("limit")
     if _is_number(total) and _is_number(limit) and limit:
-        percentage = round(total / limit, 4)
+        try:
+            percentage = round(total / limit, 4)
+        except OverflowError:  # integers whose quotient no float holds
+            return 0.0
         if math.isfinite(percentage):
             return percentage
     return 0.0
@@ -152,14 +158,13 @@ INT64 = range(-(2**63), 2**63)
 
 
 def _is_integer(value: Any) -> bool:
-    # Bounded to 64 bits: the counters are stored in BIGINT columns.
-    return isinstance(value, int) and not isinstance(value, bool) and value in INT64
+    # Of any size: Python's int has no bound and json writes every digit.
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_number(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return _is_integer(value)
+    # NaN and the infinities too: json.dump writes them (NaN, Infinity, -Infinity).
+    return isinstance(value, float) or _is_integer(value)
 
 
 def _valid(spec: Spec, value: Any) -> bool:
@@ -249,18 +254,19 @@ def render(document: dict[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class Summary:
-    """The fields a listing shows and queries, read from a parsed (valid) document."""
+    """The fields a listing shows and queries, read from a parsed (valid) document. A number
+    that its column cannot hold exactly is None there, and ``unlisted`` names it."""
 
     timestamp: datetime
-    filename: str
     project_name: str
     current_phase: str
     phase_statuses: dict[str, str]
-    token_total: float
-    token_limit: float
-    token_percentage: float
-    save_count: int
-    resume_count: int
+    token_total: float | None
+    token_limit: float | None
+    token_percentage: float | None
+    save_count: int | None
+    resume_count: int | None
+    unlisted: list[FieldWarning]
 
     @property
     def all_phases_complete(self) -> bool:
@@ -268,8 +274,46 @@ class Summary:
         return bool(self.phase_statuses) and all(s == "complete" for s in statuses)
 
 
+# The writer's name, mdan-save-<unix seconds at save time>.json; at most 40 digits, so that
+# a name always fits its column.
+FILENAME_PATTERN = r"^mdan-save-[0-9]{1,40}\.json$"
+FILENAME_RULE = "mdan-save-<1 to 40 digits>.json"
+_FILENAME = re.compile(FILENAME_PATTERN)
+
+
+def is_filename(name: str) -> bool:
+    return _FILENAME.fullmatch(name) is not None
+
+
 def filename_for(timestamp: datetime) -> str:
+    """The name of a save that came without one: its ``timestamp`` in unix seconds."""
     return f"mdan-save-{int(timestamp.timestamp())}.json"
+
+
+def saved_at(filename: str) -> datetime | None:
+    """The second a save's name says it was written at, when a datetime can hold it."""
+    seconds = int(filename.removeprefix("mdan-save-").removesuffix(".json"))
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _double_column(value: float | int) -> float | None:
+    """``value`` as a double column holds it, or None when it would not come back the same:
+    NaN and the infinities (SQLite cannot store NaN, JSON answers cannot carry either), and
+    integers a double does not hold exactly."""
+    try:
+        as_float = float(value)
+    except OverflowError:
+        return None
+    if not math.isfinite(as_float) or as_float != value:
+        return None
+    return as_float
+
+
+def _bigint_column(value: int) -> int | None:
+    return value if value in INT64 else None
 
 
 def summarize(document: dict[str, Any]) -> Summary:
@@ -277,15 +321,30 @@ def summarize(document: dict[str, Any]) -> Summary:
     assert timestamp is not None, "summarize() takes a document that parse() has checked"
     usage = document["context"]["token_usage"]
     metadata = document["metadata"]
+    unlisted: list[FieldWarning] = []
+
+    def column(value: Any, as_column: Callable[[Any], Any], *path: str) -> Any:
+        stored = as_column(value)
+        if stored is None:
+            unlisted.append(
+                FieldWarning(
+                    jsondoc.pointer(*path),
+                    f"{value!r} kept as written; the saves listing cannot hold it and shows null",
+                )
+            )
+        return stored
+
     return Summary(
         timestamp=timestamp,
-        filename=filename_for(timestamp),
         project_name=document["project"]["name"],
         current_phase=document["phases"]["current"],
         phase_statuses=dict(document["phases"]["status"]),
-        token_total=usage["total"],
-        token_limit=usage["limit"],
-        token_percentage=usage["percentage"],
-        save_count=metadata["save_count"],
-        resume_count=metadata["resume_count"],
+        token_total=column(usage["total"], _double_column, "context", "token_usage", "total"),
+        token_limit=column(usage["limit"], _double_column, "context", "token_usage", "limit"),
+        token_percentage=column(
+            usage["percentage"], _double_column, "context", "token_usage", "percentage"
+        ),
+        save_count=column(metadata["save_count"], _bigint_column, "metadata", "save_count"),
+        resume_count=column(metadata["resume_count"], _bigint_column, "metadata", "resume_count"),
+        unlisted=unlisted,
     )

@@ -46,7 +46,7 @@ SNAKE_TO_CAMEL = {snake: camel for camel, snake in CAMEL_TO_SNAKE.items()}
 _RENAMES = {Style.camel: SNAKE_TO_CAMEL, Style.snake: CAMEL_TO_SNAKE}
 
 # Field types: "text" a string, "label" a short string that is an indexed column,
-# "integer" a 64-bit integer, "texts" an array of strings; "?" allows null.
+# "integer" an integer of any size (Python's int), "texts" an array of strings; "?" allows null.
 SUMMARY_FIELDS = {
     "content": "text",
     "tokenCount": "integer",
@@ -107,13 +107,22 @@ INT64 = range(-(2**63), 2**63)
 _EXPECTED = {
     "text": "a string",
     "label": f"a string of 1 to {MAX_LABEL_CHARS} characters",
-    "integer": "a 64-bit integer",
+    "integer": "an integer",
     "texts": "an array of strings",
 }
 
 
 def _is_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value in INT64
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def column_integer(value: int | None) -> int | None:
+    """A document's integer as a BIGINT column holds it: clamped to 64 bits, so that order
+    and comparisons (newest first, expiry, features since) still hold; the file keeps the
+    value as written."""
+    if value is None:
+        return None
+    return min(max(value, INT64.start), INT64.stop - 1)
 
 
 def _valid(kind: str, value: Any) -> bool:
@@ -294,8 +303,10 @@ def item_columns(item: dict[str, Any], kind: ItemKind) -> ItemColumns:
         category=field(item, ITEM_CATEGORY_FIELD[kind]) if kind in ITEM_CATEGORY_FIELD else None,
         severity=field(item, "severity") if kind is ItemKind.failure else None,
         # An item without its time sorts as the oldest; its document is not touched.
-        timestamp=timestamp if timestamp is not None else 0,
-        expires_at=field(item, "expiresAt") if kind is ItemKind.constraint else None,
+        timestamp=column_integer(timestamp) if timestamp is not None else 0,
+        expires_at=column_integer(field(item, "expiresAt"))
+        if kind is ItemKind.constraint
+        else None,
         resolved=isinstance(resolution, str) and bool(resolution.strip()),
         search_text="\n".join(_strings(item)),
     )

@@ -124,7 +124,9 @@ def put_summary(
     row.content = content
     row.style = style.value
     row.content_tokens = counted
-    row.total_features_completed = codec.field(document, "totalFeaturesCompleted")
+    row.total_features_completed = codec.column_integer(
+        codec.field(document, "totalFeaturesCompleted")
+    )
     row.etag = etag_of(content)
     row.updated_at = utcnow()
     repository.save(row)
@@ -255,7 +257,7 @@ def create_item(
     session: Session, tenant: str, project: str, kind: ItemKind, raw: bytes
 ) -> tuple[ItemCreated, str]:
     """A new item; a missing id and time are filled in (id first, time last) and reported."""
-    document = _require_object(jsondoc.load(raw))
+    document = _require_object(jsondoc.load(raw, allow_nan=False))
     body_style = codec.detect_style(document) or Style.camel
     # touch_project locks the project's row until commit: ids and positions are handed out
     # one request at a time.
@@ -306,7 +308,7 @@ def patch_item(
     raw: bytes,
     precondition: Precondition,
 ) -> tuple[MemoryItemPublic, str]:
-    patch = _require_object(jsondoc.load(raw))
+    patch = _require_object(jsondoc.load(raw, allow_nan=False))
     pid = touch_project(session, tenant, project)
     item = _find(session, pid, kind, item_id, for_update=True)
     precondition(item.etag)

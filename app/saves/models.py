@@ -16,6 +16,8 @@ class Save(SQLModel, table=True):
         Index("ix_saves_project_current_phase", "project_id", "current_phase"),
         Index("ix_saves_project_token_percentage", "project_id", "token_percentage"),
         Index("ix_saves_project_name", "project_id", "project_name"),
+        # An archive import looks a file up by its name (push twice adds nothing).
+        Index("ix_saves_project_filename", "project_id", "filename"),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
@@ -25,11 +27,13 @@ class Save(SQLModel, table=True):
     project_name: str = Field(sa_type=SearchableText)
     current_phase: str = Field(sa_type=SearchableText)
     all_phases_complete: bool
-    token_total: float
-    token_limit: float
-    token_percentage: float
-    save_count: int = Field(sa_type=BigInteger)
-    resume_count: int = Field(sa_type=BigInteger)
+    # The file's numbers, or NULL where the column cannot hold the file's value exactly
+    # (NaN, an infinity, an integer past 64 bits or past a double's precision).
+    token_total: float | None = None
+    token_limit: float | None = None
+    token_percentage: float | None = None
+    save_count: int | None = Field(default=None, sa_type=BigInteger)
+    resume_count: int | None = Field(default=None, sa_type=BigInteger)
     # The file exactly as exported; gzip-compressed when the file is over 1 MB.
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     content_gzipped: bool

@@ -33,6 +33,13 @@ class SaveRepository:
             statement = statement.with_for_update()
         return self.session.exec(statement).first()
 
+    def find_file(self, project_id: int, filename: str, etag: str) -> int | None:
+        """A save of the project with this name whose file has this ETag."""
+        statement = select(Save.id).where(
+            Save.project_id == project_id, Save.filename == filename, Save.etag == etag
+        )
+        return self.session.exec(statement).first()
+
     def latest(self, project_id: int) -> Save | None:
         statement = (
             select(Save)

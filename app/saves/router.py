@@ -12,6 +12,7 @@ from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
 from app.core.params import RowId, UTCInstant
 from app.core.responses import document_response
+from app.formats import mdan_save
 from app.formats.gzip import is_gzip
 from app.saves import service
 from app.saves.schemas import PruneRequest, PruneResult, SaveReceipt, SaveSummary
@@ -42,15 +43,24 @@ def import_save(
     session: WriteSession,
     principal: Writer,
     idempotency: IdempotencyDep,
+    filename: Annotated[
+        str | None,
+        Query(
+            pattern=mdan_save.FILENAME_PATTERN,
+            description="The file's own name (`mdan-save-<unix seconds>.json`), kept for its "
+            "download and the archive. Without it, the name is taken from `timestamp`.",
+        ),
+    ] = None,
 ) -> Response:
     """Import one save file: JSON, gzip-encoded JSON (`Content-Encoding: gzip`) or a
     `.json.gz` file as the body. Missing or invalid fields get their documented default and a
-    warning; secrets are redacted before storage and counted by kind."""
+    warning; secrets are redacted before storage and counted by kind. Values are kept as
+    written, integers of any size, NaN and Infinity included."""
     settings = get_settings(request)
     if is_gzip(raw):
         raw = decompress_body(raw, settings.max_bulk_body_bytes)
     # The slow, pure part first: the database (SQLite's single writer) is not held meanwhile.
-    prepared = service.prepare_save(raw)
+    prepared = service.prepare_save(raw, filename)
     if (replayed := idempotency.replay()) is not None:
         return replayed
     stored = service.store_save(

@@ -27,9 +27,15 @@ class SaveSummary(BaseModel):
     project_name: str
     current_phase: str
     all_phases_complete: bool
-    token_percentage: float
-    save_count: int
-    resume_count: int
+    token_percentage: float | None = Field(
+        description="null when the file's value is NaN or an infinity (kept in the file)."
+    )
+    save_count: int | None = Field(
+        description="null when the file's value exceeds 64 bits (kept in the file)."
+    )
+    resume_count: int | None = Field(
+        description="null when the file's value exceeds 64 bits (kept in the file)."
+    )
     size_bytes: int
     stored_at: datetime
 

@@ -12,6 +12,7 @@ from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
+from app.projects.repository import ProjectRepository
 from app.projects.service import project_id, touch_project
 from app.saves.models import Save
 from app.saves.redaction import redact_save
@@ -39,6 +40,7 @@ class SaveFile:
 class PreparedSave:
     """A save file checked, redacted and rendered: everything that needs no database."""
 
+    filename: str
     document: dict[str, Any]
     warnings: list[mdan_save.FieldWarning]
     redactions: dict[str, int]
@@ -56,20 +58,26 @@ def _render(document: dict[str, Any]) -> tuple[mdan_save.Summary, bytes, bytes, 
     return summary, content, stored, gzipped
 
 
-def prepare_save(raw: bytes) -> PreparedSave:
+def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
     """Parse with defaults and warnings, redact, render and compress. Pure and slow on large
-    files, so it runs before the request takes any database lock."""
-    document, warnings = mdan_save.parse(raw, utcnow())
+    files, so it runs before the request takes any database lock.
+
+    ``filename`` is the name the file came with (``mdan-save-<seconds>.json``, checked by
+    the caller); a save without one is named after its ``timestamp``. A missing timestamp
+    takes the second the name gives, so that importing the same file twice gives the same
+    save; without a name, the current time."""
+    now = (mdan_save.saved_at(filename) if filename is not None else None) or utcnow()
+    document, warnings = mdan_save.parse(raw, now)
     redactions = redact_save(document)
     summary, content, stored, gzipped = _render(document)
-    return PreparedSave(document, warnings, redactions, summary, content, stored, gzipped)
+    name = filename if filename is not None else mdan_save.filename_for(summary.timestamp)
+    return PreparedSave(name, document, warnings, redactions, summary, content, stored, gzipped)
 
 
 def _set_columns(
     save: Save, summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
 ) -> None:
     save.timestamp = summary.timestamp
-    save.filename = summary.filename
     save.project_name = summary.project_name
     save.current_phase = summary.current_phase
     save.all_phases_complete = summary.all_phases_complete
@@ -98,7 +106,7 @@ def store_save(
     session: Session, tenant: str, project: str, prepared: PreparedSave, *, auto_prune: bool
 ) -> Stored:
     repository = SaveRepository(session)
-    save = Save(project_id=touch_project(session, tenant, project))
+    save = Save(project_id=touch_project(session, tenant, project), filename=prepared.filename)
     _set_columns(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
     repository.add(save, prepared.summary.phase_statuses)
     assert save.id is not None
@@ -110,11 +118,26 @@ def store_save(
         filename=save.filename,
         timestamp=prepared.document["timestamp"],
         size_bytes=save.size_bytes,
-        warnings=[SaveWarning(path=w.path, message=w.message) for w in prepared.warnings],
+        warnings=[
+            SaveWarning(path=w.path, message=w.message)
+            for w in (*prepared.warnings, *prepared.summary.unlisted)
+        ],
         redactions=prepared.redactions,
         pruned=pruned,
     )
     return Stored(receipt=receipt, etag=save.etag)
+
+
+def stored_copy(session: Session, tenant: str, project: str, prepared: PreparedSave) -> int | None:
+    """The id of a save of the project stored under the same name with the same file, as
+    this one would be stored (after redaction, so a file holding a secret matches its stored
+    copy): importing it again would add nothing."""
+    project_row = ProjectRepository(session).get(tenant, project)
+    if project_row is None or project_row.id is None:
+        return None
+    return SaveRepository(session).find_file(
+        project_row.id, prepared.filename, etag_of(prepared.content)
+    )
 
 
 def _not_found(save_id: int | str) -> NotFound:
@@ -196,8 +219,7 @@ def resume(
             f"Save version {document.get('version')!r} cannot be resumed by a "
             f"{mdan_save.VERSION!r} reader."
         )
-    if document["metadata"]["resume_count"] >= mdan_save.INT64.stop - 1:
-        raise Conflict("metadata.resume_count is at its largest value; it cannot grow.")
+    # As seed 000's load_context does: Python's int has no largest value.
     document["metadata"]["resume_count"] += 1
     _set_columns(save, *_render(document))
     SaveRepository(session).update(save)

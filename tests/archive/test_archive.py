@@ -325,15 +325,18 @@ def test_a_backup_before_its_state_in_the_tar_still_lands(client, project):
     }
 
 
-def test_save_warnings_and_a_renamed_file_are_reported(client, project):
+def test_save_warnings_are_reported_and_the_name_is_kept(client, project):
     document = seed_save()
     del document["configuration"]["log_level"]
     report = _post(client, project, tar_gz({"mdan/mdan-save-9.json": python_indent2(document)}))
     body = report.json()
     assert body["imported"][0]["status"] == 201
+    assert body["imported"][0]["result"]["filename"] == "mdan-save-9.json"
     messages = [(w["pointer"], w["message"]) for w in body["warnings"]]
-    assert ("/configuration/log_level", "missing; default 'INFO' used") in messages
-    assert ("", "exported as mdan/mdan-save-1705314225.json") in messages
+    assert messages == [("/configuration/log_level", "missing; default 'INFO' used")]
+    assert list(untar(client.get(f"/v1/projects/{project}/archive").content)) == [
+        "mdan/mdan-save-9.json"
+    ]
 
 
 def test_a_large_save_travels_as_json_gz(client, project):

@@ -89,10 +89,16 @@ def test_an_over_long_agent_name_is_refused():
     assert [path for path, _ in faults] == ["/handover_notes/history/0/from_agent"]
 
 
-def test_nan_and_malformed_json_are_malformed():
-    for raw in (b'{"feature_id": "f1", "x": NaN}', b'{"feature_id": ', b"\xff"):
+def test_malformed_json_is_malformed():
+    for raw in (b'{"feature_id": ', b"\xff", b'{"feature_id": "f1", "x": 1e999}'):
         with pytest.raises(MalformedDocument):
             feature_context.parse(raw, "f1")
+
+
+def test_numbers_python_writes_are_kept():
+    values = [float("nan"), float("-inf"), 123456789012345678901234567890]
+    raw = json.dumps({"feature_id": "f1", "x": values}, indent=2).encode()
+    assert feature_context.render(feature_context.parse(raw, "f1")) == raw
 
 
 # RFC 7396, Appendix A.

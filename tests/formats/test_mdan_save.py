@@ -100,25 +100,42 @@ def test_a_document_that_is_not_an_object_is_refused(raw):
         mdan_save.parse(raw, NOW)
 
 
-@pytest.mark.parametrize(
-    "raw", [b"{", b"", b"{'a': 1}", b'{"a": NaN}', b"\xff\xfe{}", b'{"a": Infinity}']
-)
+# 1e999 is no number Python's json writes (it writes an infinity as Infinity).
+@pytest.mark.parametrize("raw", [b"{", b"", b"{'a': 1}", b"\xff\xfe{}", b'{"a": 1e999}'])
 def test_malformed_bytes_are_refused(raw):
     with pytest.raises(MalformedDocument):
         mdan_save.parse(raw, NOW)
 
 
-def test_numbers_too_large_for_storage_are_invalid_fields():
+def test_numbers_python_writes_are_kept_and_left_out_of_the_columns():
     document = seed_save()
     document["metadata"]["save_count"] = 2**70
     document["context"]["token_usage"]["total"] = 10**400
-    parsed, warnings = mdan_save.parse(python_indent2(document), NOW)
-    assert parsed["metadata"]["save_count"] == 1
-    assert parsed["context"]["token_usage"]["total"] == 0
-    assert {w.path for w in warnings} == {"/metadata/save_count", "/context/token_usage/total"}
+    document["context"]["token_usage"]["limit"] = float("inf")
+    document["context"]["token_usage"]["percentage"] = float("nan")
+    raw = python_indent2(document)
+    parsed, warnings = mdan_save.parse(raw, NOW)
+    assert warnings == []
+    assert mdan_save.render(parsed) == raw
+    summary = mdan_save.summarize(parsed)
+    assert (summary.save_count, summary.token_total, summary.token_limit) == (None, None, None)
+    assert summary.token_percentage is None and summary.resume_count == 0
+    assert {w.path for w in summary.unlisted} == {
+        "/metadata/save_count",
+        "/context/token_usage/total",
+        "/context/token_usage/limit",
+        "/context/token_usage/percentage",
+    }
+
+
+def test_a_missing_percentage_of_integers_no_float_divides_is_the_default():
+    document = seed_save()
+    document["context"]["token_usage"] = {"total": 10**400, "limit": 3}
+    parsed, _warnings = mdan_save.parse(python_indent2(document), NOW)
+    assert parsed["context"]["token_usage"]["percentage"] == 0.0
 
 
 def test_filename_is_the_unix_seconds_of_the_timestamp():
     summary = mdan_save.summarize(mdan_save.parse(python_indent2(seed_save()), NOW)[0])
-    assert summary.filename == "mdan-save-1705314225.json"
+    assert mdan_save.filename_for(summary.timestamp) == "mdan-save-1705314225.json"
     assert summary.current_phase == "IMPLEMENT" and not summary.all_phases_complete

@@ -67,7 +67,7 @@ def test_a_file_that_mixes_styles_is_refused():
         ({"id": "d"}, "/0/decision"),
         ({"id": 7, "decision": "x"}, "/0/id"),
         ({"id": "d", "decision": "x", "timestamp": 1.5}, "/0/timestamp"),
-        ({"id": "d", "decision": "x", "timestamp": 2**63}, "/0/timestamp"),
+        ({"id": "d", "decision": "x", "timestamp": float("nan")}, "/0/timestamp"),
         ({"id": "d", "decision": "x", "timestamp": True}, "/0/timestamp"),
         ({"id": "d", "decision": "x", "impact": ["a", 1]}, "/0/impact"),
         ({"id": "d", "decision": "x", "category": "c" * 257}, "/0/category"),
@@ -100,7 +100,8 @@ def test_duplicate_ids_are_refused():
         (b"{}", InvalidDocument),
         (b"[1]", InvalidDocument),
         (b"[", MalformedDocument),
-        (b"[NaN]", MalformedDocument),
+        (b"[NaN]", InvalidDocument),
+        (b"[1e999]", MalformedDocument),
     ],
 )
 def test_list_files_must_be_arrays_of_objects(raw, error):

@@ -88,7 +88,7 @@ def test_a_non_object_is_invalid(raw):
         codec.parse(raw, "agent_123")
 
 
-@pytest.mark.parametrize("raw", [b"{", b"\xff", b'{"a": NaN}', b'{"a": 1e999}'])
+@pytest.mark.parametrize("raw", [b"{", b"\xff", b'{"a": 1e999}'])
 def test_malformed_json_is_refused(raw):
     with pytest.raises(MalformedDocument):
         codec.parse(raw, "agent_123")

@@ -111,3 +111,24 @@ def test_0008_registers_the_turns_of_the_raw_traces_stored_before_it(backend, te
                 "(n\x00:1) USER: n\x00 1",
                 "(n\x00:2) USER: n\x00 2",
             ]
+
+
+def test_0009_downgrade_writes_0_where_a_save_number_is_null(backend, tenant):
+    url = backend.new_database_url()
+    upgrade(url)
+    app = create_app(make_settings(url))
+    document = seed_save()
+    document["context"]["token_usage"]["percentage"] = float("nan")
+    document["metadata"]["save_count"] = 2**64
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        assert import_save(client, "p", document).status_code == 201
+    downgrade(url, "0008")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            row = connection.execute(text("SELECT token_percentage, save_count FROM saves")).one()
+            assert tuple(row) == (0, 0)
+        upgrade(url)
+    finally:
+        engine.dispose()

@@ -193,13 +193,6 @@ def test_resume_counts_and_names_the_phase(client, project):
     assert client.get(_url(project)).json()["items"][0]["resume_count"] == 2
 
 
-def test_resume_at_the_largest_count_is_a_409(client, project):
-    document = seed_save()
-    document["metadata"]["resume_count"] = 2**63 - 1
-    save_id = import_save(client, project, document).json()["id"]
-    assert_problem(client.post(_url(project, f"/{save_id}/resume")), 409)
-
-
 def test_missing_saves_are_404(client, project):
     import_save(client, project, seed_save())
     assert_problem(client.get(_url(project, "/999999")), 404)
