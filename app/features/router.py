@@ -152,9 +152,9 @@ def import_context(
     principal: Writer,
 ) -> Response:
     """Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
-    `feature_id` equal to `{feature}`, and every documented field that is present in its
-    documented shape; anything else is kept. Its handovers are indexed. Honours `If-Match`
-    and `If-None-Match: *`."""
+    a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
+    every documented field that is present in its documented shape; anything else is kept.
+    Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`."""
     precondition = if_match_or_create_only(request)
     context, created = service.put(session, principal.tenant, project, feature, raw, precondition)
     headers = {"ETag": context.etag}

@@ -96,7 +96,7 @@ def put(
     precondition: Precondition,
 ) -> tuple[FeatureContext, bool]:
     """Store the file as it is (create or replace); True when it was created."""
-    document = feature_context.parse(raw, feature_id)
+    document = feature_context.parse(raw)
     project_key = touch_project(session, tenant, project)
     repository = FeatureRepository(session)
     context = repository.get(project_key, feature_id, for_update=True)
@@ -137,7 +137,7 @@ def patch(
     merge = jsondoc.load(raw)
     context, document = _locked(session, tenant, project, feature_id, precondition)
     patched = feature_context.merge_patch(document, merge)
-    feature_context.check(patched, feature_id)
+    feature_context.check(patched)
     if feature_context.render(patched) == context.content:
         return context
     if "last_updated" not in merge:
