@@ -413,10 +413,12 @@ class Importer:
                 member.content,
                 _no_precondition,
                 self.limits.summary_tokens,
+                memory.OverLimit.warn,
             )
             warnings = [
                 (pointer, "missing; filled in by the service") for pointer in receipt.filled
             ]
+            warnings += [(warning.pointer, warning.message) for warning in receipt.warnings]
             action = "created" if receipt.created else "replaced"
             status = 201 if receipt.created else 200
             return Outcome(status, action, receipt.model_dump(mode="json"), warnings)
