@@ -411,12 +411,11 @@ class Importer:
 
     def feature_workflow(self, member: Member) -> Outcome:
         feature = _checked_name(member.target, "feature")
-        workflow, created = features.put_workflow(
+        workflow, action = features.put_workflow(
             self.session, self.tenant, self.project, feature, member.content, _no_precondition
         )
         summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
-        action = "created" if created else "replaced"
-        return Outcome(201 if created else 200, action, summary.model_dump(mode="json"))
+        return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
 
     def memory_file(self, member: Member) -> Outcome:
         name = member.target.name

@@ -251,14 +251,14 @@ def import_workflow(
     never rewritten. It needs no context (the orchestrator writes it first). Honours
     `If-Match` and `If-None-Match: *`."""
     precondition = if_match_or_create_only(request)
-    workflow, created = service.put_workflow(
+    workflow, action = service.put_workflow(
         session, principal.tenant, project, feature, raw, precondition
     )
     headers = {"ETag": workflow.etag}
-    if created:
+    if action == "created":
         headers["Location"] = _workflow_url(project, feature)
     summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
-    return _json(summary.model_dump(mode="json"), 201 if created else 200, headers)
+    return _json(summary.model_dump(mode="json"), 201 if action == "created" else 200, headers)
 
 
 @router.delete("/features/{feature}/workflow", status_code=204, response_class=Response)

@@ -8,7 +8,7 @@ that the list of handovers always says what the contexts say.
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlmodel import Session
 
@@ -159,6 +159,8 @@ def delete(
 
 # workflow.json: the feature's task graph, kept byte for byte.
 
+WorkflowAction = Literal["created", "replaced", "unchanged"]
+
 
 def _workflow_not_found(feature_id: str) -> NotFound:
     return NotFound(f"Feature {feature_id!r} has no workflow.json in this project.")
@@ -178,22 +180,26 @@ def put_workflow(
     feature_id: str,
     raw: bytes,
     precondition: Precondition,
-) -> tuple[FeatureWorkflow, bool]:
-    """Store the file exactly (create or replace); True when it was created. It needs no
-    context: the orchestrator reads workflow.json before it creates context.json."""
+) -> tuple[FeatureWorkflow, WorkflowAction]:
+    """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
+    same. It needs no context: the orchestrator reads workflow.json before it creates
+    context.json."""
     feature_workflow.check(raw)
     project_key = touch_project(session, tenant, project)
     repository = WorkflowRepository(session)
     workflow = repository.get(project_key, feature_id, for_update=True)
     precondition(workflow.etag if workflow is not None else None)
-    created = workflow is None
+    if workflow is not None and workflow.content == raw:
+        # The same file again (a second push): nothing changes, not even its time.
+        return workflow, "unchanged"
+    action = "created" if workflow is None else "replaced"
     if workflow is None:
         workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)
     workflow.content = raw
     workflow.size_bytes = len(raw)
     workflow.etag = etag_of(raw)
     workflow.updated_at = utcnow()
-    return repository.save(workflow), created
+    return repository.save(workflow), action
 
 
 def delete_workflow(

@@ -43,7 +43,14 @@ def test_a_workflow_without_its_context_travels_alone(client, project):
         f"/v1/projects/{project}/archive", content=tar_gz({path: workflow}), headers=ARCHIVE
     ).json()
     assert [(i["path"], i["action"]) for i in report["imported"]] == [(path, "created")]
-    assert untar(client.get(f"/v1/projects/{project}/archive").content) == {path: workflow}
+    exported = client.get(f"/v1/projects/{project}/archive").content
+    assert untar(exported) == {path: workflow}
+    again = client.post(
+        f"/v1/projects/{project}/archive", content=tar_gz({path: workflow}), headers=ARCHIVE
+    ).json()
+    assert [(i["path"], i["action"]) for i in again["imported"]] == [(path, "unchanged")]
+    # Not even its time moved: the archive is the same bytes.
+    assert client.get(f"/v1/projects/{project}/archive").content == exported
 
 
 def test_an_invalid_workflow_member_is_refused_with_its_routes_problem(client, project):
