@@ -2,7 +2,7 @@
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot
 from app.core.idempotency import IdempotencyRecord
-from app.features.models import FeatureContext, Handover
+from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.keys.models import ApiKey
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.projects.models import Project
@@ -15,6 +15,7 @@ __all__ = [
     "AgentSnapshot",
     "ApiKey",
     "FeatureContext",
+    "FeatureWorkflow",
     "Handover",
     "IdempotencyRecord",
     "MemoryFileStyle",

@@ -139,3 +139,17 @@ def recent_turns(client: httpx.Client, project: str, agent: str, turns: int) -> 
     header, *lines = messages[1]["content"].split("\n")
     assert header == "[RECENT TURNS]"
     return lines
+
+
+GOLDEN_WORKSPACE = GOLDEN / "workspace"
+
+
+def golden_workspace_files(*tops: str) -> dict[str, bytes]:
+    """The golden workspace's files under the given top directories (relative paths, in the
+    archive layout), as the real writers wrote them."""
+    return {
+        path.relative_to(GOLDEN_WORKSPACE).as_posix(): path.read_bytes()
+        for top in tops
+        for path in sorted((GOLDEN_WORKSPACE / top).rglob("*"))
+        if path.is_file()
+    }

@@ -20,6 +20,7 @@ class Kind(StrEnum):
     run_state = "run_state"
     run_backup = "run_state_backup"
     feature_context = "feature_context"
+    feature_workflow = "feature_workflow"
     memory_file = "memory_file"
 
 
@@ -48,6 +49,7 @@ _PATTERNS: list[tuple[re.Pattern[str], Kind]] = [
     (re.compile(rf"\.atari/runs/{_NAME}/state\.json"), Kind.run_state),
     (re.compile(rf"\.atari/runs/{_NAME}/state\.json\.backup"), Kind.run_backup),
     (re.compile(rf"features/{_NAME}/context\.json"), Kind.feature_context),
+    (re.compile(rf"features/{_NAME}/workflow\.json"), Kind.feature_workflow),
     (re.compile(rf"\.autonomous/context/({'|'.join(MEMORY_FILES)})\.json"), Kind.memory_file),
 ]
 
@@ -91,6 +93,10 @@ def backup_path(run: str) -> str:
 
 def context_path(feature: str) -> str:
     return f"features/{feature}/context.json"
+
+
+def workflow_path(feature: str) -> str:
+    return f"features/{feature}/workflow.json"
 
 
 def memory_file_path(name: str) -> str:

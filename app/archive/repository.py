@@ -10,7 +10,7 @@ from sqlalchemy import func
 from sqlmodel import Session, col, select
 
 from app.agents.models import AgentMemoryItem, AgentSnapshot
-from app.features.models import FeatureContext
+from app.features.models import FeatureContext, FeatureWorkflow
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.runs.models import RunState
 from app.saves.models import Save
@@ -64,6 +64,14 @@ class ArchiveRepository:
             select(FeatureContext.feature_id, FeatureContext.updated_at)
             .where(FeatureContext.project_id == self.project_id)
             .order_by(col(FeatureContext.feature_id))
+        )
+        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+
+    def workflows(self) -> list[tuple[str, datetime]]:
+        statement = (
+            select(FeatureWorkflow.feature_id, FeatureWorkflow.updated_at)
+            .where(FeatureWorkflow.project_id == self.project_id)
+            .order_by(col(FeatureWorkflow.feature_id))
         )
         return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
 

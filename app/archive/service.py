@@ -39,7 +39,7 @@ from app.core.errors import (
 )
 from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.features import service as features
-from app.features.schemas import FeatureSummary
+from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE, MemoryKind
@@ -132,6 +132,12 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
             layout.context_path(feature),
             updated_at,
             lambda s, f=feature: features.get(s, tenant, project, f).content,
+        )
+    for feature, updated_at in contents.workflows():
+        add(
+            layout.workflow_path(feature),
+            updated_at,
+            lambda s, f=feature: features.get_workflow(s, tenant, project, f).content,
         )
     if (summary_at := contents.summary_time()) is not None:
         add(
@@ -422,6 +428,14 @@ class Importer:
         action = "created" if created else "replaced"
         return Outcome(201 if created else 200, action, summary.model_dump(mode="json"))
 
+    def feature_workflow(self, member: Member) -> Outcome:
+        feature = _checked_name(member.target, "feature")
+        workflow, action = features.put_workflow(
+            self.session, self.tenant, self.project, feature, member.content, _no_precondition
+        )
+        summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
+        return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
+
     def memory_file(self, member: Member) -> Outcome:
         name = member.target.name
         if name == _SUMMARY_FILE:
@@ -432,10 +446,12 @@ class Importer:
                 member.content,
                 _no_precondition,
                 self.limits.summary_tokens,
+                memory.OverLimit.warn,
             )
             warnings = [
                 (pointer, "missing; filled in by the service") for pointer in receipt.filled
             ]
+            warnings += [(warning.pointer, warning.message) for warning in receipt.warnings]
             action = "created" if receipt.created else "replaced"
             status = 201 if receipt.created else 200
             return Outcome(status, action, receipt.model_dump(mode="json"), warnings)
@@ -454,6 +470,7 @@ HANDLERS: dict[Kind, Callable[[Importer, Member], Outcome]] = {
     Kind.run_state: Importer.run_state,
     Kind.run_backup: Importer.run_backup,
     Kind.feature_context: Importer.feature_context,
+    Kind.feature_workflow: Importer.feature_workflow,
     Kind.memory_file: Importer.memory_file,
 }
 

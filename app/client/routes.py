@@ -11,7 +11,13 @@ from app.archive.schemas import ArchiveReport
 from app.client.calls import Call, Document, document, model, nothing, text
 from app.client.endpoint import endpoint
 from app.core.pagination import Page
-from app.features.schemas import BreakerChange, FeatureSummary, HandoverAppended, HandoverItem
+from app.features.schemas import (
+    BreakerChange,
+    FeatureSummary,
+    HandoverAppended,
+    HandoverItem,
+    WorkflowSummary,
+)
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
 from app.formats.archive import MEDIA_TYPE as ARCHIVE_MEDIA_TYPE
 from app.formats.gzip import is_gzip
@@ -442,6 +448,33 @@ class Routes:
         self, project: str, feature: str, *, if_match: str | None = None
     ) -> Call[None]:
         path = f"{_project(project)}/features/{feature}/context"
+        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+
+    @endpoint
+    def export_workflow(
+        self, project: str, feature: str, *, if_none_match: str | None = None
+    ) -> Call[Document]:
+        return _download(f"{_project(project)}/features/{feature}/workflow", if_none_match)
+
+    @endpoint
+    def put_workflow(
+        self,
+        project: str,
+        feature: str,
+        content: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
+    ) -> Call[WorkflowSummary]:
+        path = f"{_project(project)}/features/{feature}/workflow"
+        body = _body(content, **_conditions(if_match, if_none_match))
+        return Call("PUT", path, model(WorkflowSummary), **body)
+
+    @endpoint
+    def delete_workflow(
+        self, project: str, feature: str, *, if_match: str | None = None
+    ) -> Call[None]:
+        path = f"{_project(project)}/features/{feature}/workflow"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     @endpoint

@@ -59,3 +59,22 @@ class Handover(SQLModel, table=True):
     to_agent: str = Field(max_length=256)
     # The note itself (compact JSON), so that a listing never parses a context.
     note: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+class FeatureWorkflow(SQLModel, table=True):
+    """One feature's ``workflow.json`` (the orchestrator's task graph), its exact bytes.
+
+    Keyed by the feature's name like its context, but not tied to a context row: the
+    orchestrator reads ``workflow.json`` first and creates ``context.json`` itself."""
+
+    __tablename__ = "feature_workflows"
+    __table_args__ = (UniqueConstraint("project_id", "feature_id"),)
+
+    id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
+    project_id: int = Field(sa_column=project_id_column())
+    feature_id: str = Field(max_length=128)
+    content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    size_bytes: int = Field(sa_type=BigInteger)
+    etag: str = Field(max_length=40)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)

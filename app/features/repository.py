@@ -5,7 +5,7 @@ from sqlalchemy import delete
 from sqlmodel import Session, col, select
 
 from app.core.pagination import SortKey, paginate
-from app.features.models import FeatureContext, Handover
+from app.features.models import FeatureContext, FeatureWorkflow, Handover
 
 CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]  # type: ignore[arg-type]
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]  # type: ignore[arg-type]
@@ -86,3 +86,35 @@ class HandoverRepository:
         if since is not None:
             statement = statement.where(col(Handover.timestamp) >= since)
         return paginate(self.session, statement, HANDOVERS_NEWEST_FIRST, cursor, limit)
+
+
+class WorkflowRepository:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(
+        self, project_id: int, feature_id: str, *, for_update: bool = False
+    ) -> FeatureWorkflow | None:
+        statement = select(FeatureWorkflow).where(
+            FeatureWorkflow.project_id == project_id, FeatureWorkflow.feature_id == feature_id
+        )
+        if for_update:
+            statement = statement.with_for_update()
+        return self.session.exec(statement).first()
+
+    def save(self, workflow: FeatureWorkflow) -> FeatureWorkflow:
+        self.session.add(workflow)
+        self.session.flush()
+        return workflow
+
+    def delete(self, workflow: FeatureWorkflow) -> None:
+        self.session.delete(workflow)
+        self.session.flush()
+
+    def delete_for(self, project_id: int, feature_id: str) -> None:
+        self.session.execute(
+            delete(FeatureWorkflow).where(
+                col(FeatureWorkflow.project_id) == project_id,
+                col(FeatureWorkflow.feature_id) == feature_id,
+            )
+        )

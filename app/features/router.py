@@ -21,8 +21,9 @@ from app.features.schemas import (
     HandoverCreate,
     HandoverItem,
     ReviewCreate,
+    WorkflowSummary,
 )
-from app.formats import feature_context, jsondoc
+from app.formats import feature_context, feature_workflow, jsondoc
 
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
@@ -152,9 +153,9 @@ def import_context(
     principal: Writer,
 ) -> Response:
     """Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
-    `feature_id` equal to `{feature}`, and every documented field that is present in its
-    documented shape; anything else is kept. Its handovers are indexed. Honours `If-Match`
-    and `If-None-Match: *`."""
+    a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
+    every documented field that is present in its documented shape; anything else is kept.
+    Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`."""
     precondition = if_match_or_create_only(request)
     context, created = service.put(session, principal.tenant, project, feature, raw, precondition)
     headers = {"ETag": context.etag}
@@ -195,8 +196,81 @@ def delete_context(
     session: WriteSession,
     principal: Writer,
 ) -> Response:
-    """Delete the feature: its context and its handovers. Honours `If-Match`."""
+    """Delete the feature: its context, its handovers and its `workflow.json`. Honours
+    `If-Match` (the context's ETag)."""
     service.delete(session, principal.tenant, project, feature, if_match(request))
+    return Response(status_code=204)
+
+
+WORKFLOW_FILE = {
+    200: {
+        "description": "`workflow.json` exactly as it was stored.",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+}
+
+
+def _workflow_url(project: str, feature: str) -> str:
+    return f"/v1/projects/{project}/features/{feature}/workflow"
+
+
+@router.get(
+    "/features/{feature}/workflow",
+    response_class=Response,
+    responses=WORKFLOW_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+)
+def export_workflow(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
+) -> Response:
+    """The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored."""
+    workflow = service.get_workflow(session, principal.tenant, project, feature)
+    return document_response(
+        request, etag=workflow.etag, filename=feature_workflow.FILENAME, content=workflow.content
+    )
+
+
+@router.put(
+    "/features/{feature}/workflow",
+    response_model=WorkflowSummary,
+    responses={201: {"description": "Created.", "model": WorkflowSummary}},
+    openapi_extra=raw_body("application/json", schema={"type": "object"}),
+)
+def import_workflow(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    raw: RawBody,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Store `workflow.json` exactly as sent (201 created, 200 replaced): any JSON object,
+    never rewritten. It needs no context (the orchestrator writes it first). Honours
+    `If-Match` and `If-None-Match: *`."""
+    precondition = if_match_or_create_only(request)
+    workflow, action = service.put_workflow(
+        session, principal.tenant, project, feature, raw, precondition
+    )
+    headers = {"ETag": workflow.etag}
+    if action == "created":
+        headers["Location"] = _workflow_url(project, feature)
+    summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
+    return _json(summary.model_dump(mode="json"), 201 if action == "created" else 200, headers)
+
+
+@router.delete("/features/{feature}/workflow", status_code=204, response_class=Response)
+def delete_workflow(
+    project: ProjectName,
+    feature: FeatureName,
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+) -> Response:
+    """Delete the feature's `workflow.json` alone. Honours `If-Match`."""
+    service.delete_workflow(session, principal.tenant, project, feature, if_match(request))
     return Response(status_code=204)
 
 

@@ -31,6 +31,13 @@ class FeatureSummary(BaseModel):
     updated_at: datetime
 
 
+class WorkflowSummary(BaseModel):
+    feature_id: str = Field(description="The feature: its directory's name.")
+    size_bytes: int
+    created_at: datetime
+    updated_at: datetime
+
+
 class HandoverCreate(BaseModel):
     """A handover note, in the order the seed documents its fields."""
 

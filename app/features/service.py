@@ -8,7 +8,7 @@ that the list of handovers always says what the contexts say.
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlmodel import Session
 
@@ -16,9 +16,9 @@ from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.features import breaker
-from app.features.models import FeatureContext, Handover
-from app.features.repository import FeatureRepository, HandoverRepository
-from app.formats import feature_context, jsondoc
+from app.features.models import FeatureContext, FeatureWorkflow, Handover
+from app.features.repository import FeatureRepository, HandoverRepository, WorkflowRepository
+from app.formats import feature_context, feature_workflow, jsondoc
 from app.projects.service import project_id, touch_project
 
 
@@ -96,7 +96,7 @@ def put(
     precondition: Precondition,
 ) -> tuple[FeatureContext, bool]:
     """Store the file as it is (create or replace); True when it was created."""
-    document = feature_context.parse(raw, feature_id)
+    document = feature_context.parse(raw)
     project_key = touch_project(session, tenant, project)
     repository = FeatureRepository(session)
     context = repository.get(project_key, feature_id, for_update=True)
@@ -137,7 +137,7 @@ def patch(
     merge = jsondoc.load(raw, allow_nan=False)
     context, document = _locked(session, tenant, project, feature_id, precondition)
     patched = feature_context.merge_patch(document, merge)
-    feature_context.check(patched, feature_id)
+    feature_context.check(patched)
     if feature_context.render(patched) == context.content:
         return context
     if "last_updated" not in merge:
@@ -151,8 +151,66 @@ def patch(
 def delete(
     session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
 ) -> None:
+    """Delete the feature: its context, its handovers and its workflow."""
     context, _ = _locked(session, tenant, project, feature_id, precondition)
     FeatureRepository(session).delete(context)
+    WorkflowRepository(session).delete_for(context.project_id, feature_id)
+
+
+# workflow.json: the feature's task graph, kept byte for byte.
+
+WorkflowAction = Literal["created", "replaced", "unchanged"]
+
+
+def _workflow_not_found(feature_id: str) -> NotFound:
+    return NotFound(f"Feature {feature_id!r} has no workflow.json in this project.")
+
+
+def get_workflow(session: Session, tenant: str, project: str, feature_id: str) -> FeatureWorkflow:
+    workflow = WorkflowRepository(session).get(project_id(session, tenant, project), feature_id)
+    if workflow is None:
+        raise _workflow_not_found(feature_id)
+    return workflow
+
+
+def put_workflow(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    raw: bytes,
+    precondition: Precondition,
+) -> tuple[FeatureWorkflow, WorkflowAction]:
+    """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
+    same. It needs no context: the orchestrator reads workflow.json before it creates
+    context.json."""
+    feature_workflow.check(raw)
+    project_key = touch_project(session, tenant, project)
+    repository = WorkflowRepository(session)
+    workflow = repository.get(project_key, feature_id, for_update=True)
+    precondition(workflow.etag if workflow is not None else None)
+    if workflow is not None and workflow.content == raw:
+        # The same file again (a second push): nothing changes, not even its time.
+        return workflow, "unchanged"
+    action = "created" if workflow is None else "replaced"
+    if workflow is None:
+        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)
+    workflow.content = raw
+    workflow.size_bytes = len(raw)
+    workflow.etag = etag_of(raw)
+    workflow.updated_at = utcnow()
+    return repository.save(workflow), action
+
+
+def delete_workflow(
+    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
+) -> None:
+    repository = WorkflowRepository(session)
+    workflow = repository.get(touch_project(session, tenant, project), feature_id, for_update=True)
+    if workflow is None:
+        raise _workflow_not_found(feature_id)
+    precondition(workflow.etag)
+    repository.delete(workflow)
 
 
 def list_features(

@@ -2,6 +2,7 @@
 app/core/api_docs.py)."""
 
 from app.core.api_docs import DomainDocs, Operation, Reply, Tag
+from app.core.migrations import head_revision
 
 DOCS = DomainDocs(
     Tag(
@@ -15,7 +16,7 @@ DOCS = DomainDocs(
             {
                 200: Reply(
                     "The database answers and is migrated to this release's head.",
-                    {"status": "ok", "database": "sqlite", "migration": "0008"},
+                    {"status": "ok", "database": "sqlite", "migration": head_revision()},
                 )
             },
         ),

@@ -103,6 +103,17 @@ def put_running_summary(
     """Store the summary (camelCase or snake_case keys). Its content must be within the limit
     (2000 tokens by default) by the service's own count; a missing `tokenCount` is filled in
     with that count and reported in `filled`."""
+    return _put_summary(project, request, raw, session, principal, service.OverLimit.refuse)
+
+
+def _put_summary(
+    project: str,
+    request: Request,
+    raw: bytes,
+    session: WriteSession,
+    principal: Writer,
+    over_limit: service.OverLimit,
+) -> Response:
     receipt = service.put_summary(
         session,
         principal.tenant,
@@ -110,6 +121,7 @@ def put_running_summary(
         raw,
         if_match_or_create_only(request),
         get_settings(request).memory_summary_max_tokens,
+        over_limit,
     )
     return _summary_response(receipt)
 
@@ -146,9 +158,11 @@ def import_file(
     principal: Writer,
 ) -> Response:
     """Import a file. A list file replaces the set of items not archived: items are matched
-    by `id`, items missing from the file are deleted. Honours If-Match and If-None-Match."""
+    by `id`, items missing from the file are deleted. The running summary is kept as its
+    writer wrote it: a content over the token limit is reported in `warnings`, not refused.
+    Honours If-Match and If-None-Match."""
     if name is MemoryFileName.running_summary:
-        return put_running_summary(project, request, raw, session, principal)
+        return _put_summary(project, request, raw, session, principal, service.OverLimit.warn)
     etag, style, count = service.put_items_file(
         session, principal.tenant, project, FILE_KINDS[name], raw, if_match_or_create_only(request)
     )

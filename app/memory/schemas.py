@@ -6,12 +6,21 @@ from pydantic import BaseModel, Field
 from app.formats.project_memory import Style
 
 
+class SummaryWarning(BaseModel):
+    pointer: str = Field(description="JSON Pointer to the field the warning is about.")
+    message: str
+
+
 class SummaryReceipt(BaseModel):
     created: bool
     etag: str
     style: Style = Field(description="The key style the file is stored and exported in.")
     token_count: int = Field(description="The service's own count of `content` (cl100k_base).")
     filled: list[str] = Field(description="JSON Pointers of fields the service added.")
+    warnings: list[SummaryWarning] = Field(
+        description="What the file holds that the service would not write itself but kept: a "
+        "content over the token limit, on a file import."
+    )
 
 
 class FileReceipt(BaseModel):

@@ -3,6 +3,7 @@
 import json
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Row
@@ -25,6 +26,7 @@ from app.memory.schemas import (
     MaintenanceResult,
     MemoryItemPublic,
     SummaryReceipt,
+    SummaryWarning,
 )
 from app.projects.service import project_id, touch_project
 
@@ -77,14 +79,32 @@ def _check_query_text(parameter: str, value: str | None) -> None:
 # The running summary.
 
 
-def _summary_limit_check(content: str, limit: int) -> int:
-    counted = tokens.count(content)
-    if counted > limit:
+class OverLimit(StrEnum):
+    """What a summary over the token limit gets: the service's own write route refuses it; a
+    file imported (the file route, an archive, a push) is what its writer wrote, and is kept
+    with a warning. The Context Agent caps its summary by its own ``len(text) // 4`` estimate,
+    which lets through text that cl100k_base counts far higher (8,000 CJK characters: 2000 by
+    the estimate, some 7,000 tokens)."""
+
+    refuse = "refuse"
+    warn = "warn"
+
+
+def _summary_over_limit(counted: int, limit: int, over_limit: OverLimit) -> list[SummaryWarning]:
+    if counted <= limit:
+        return []
+    message = f"{counted} tokens, over the limit of {limit}"
+    if over_limit is OverLimit.refuse:
         raise InvalidContent(
             f"The summary's content is {counted} tokens (cl100k_base); the limit is {limit}.",
-            errors=[FieldError("/content", f"{counted} tokens, over the limit of {limit}")],
+            errors=[FieldError("/content", message)],
         )
-    return counted
+    return [
+        SummaryWarning(
+            pointer="/content",
+            message=f"{message} (cl100k_base); kept as written, and cut to fit in context packs",
+        )
+    ]
 
 
 def summary_file(session: Session, tenant: str, project: str, style: Style | None) -> MemoryFile:
@@ -103,9 +123,11 @@ def put_summary(
     raw: bytes,
     precondition: Precondition,
     limit: int,
+    over_limit: OverLimit,
 ) -> SummaryReceipt:
     document, detected = codec.parse_summary(raw)
-    counted = _summary_limit_check(document["content"], limit)
+    counted = tokens.count(document["content"])
+    warnings = _summary_over_limit(counted, limit, over_limit)
     pid = touch_project(session, tenant, project)
     repository = MemoryRepository(session)
     row = repository.summary(pid, for_update=True)
@@ -131,7 +153,12 @@ def put_summary(
     row.updated_at = utcnow()
     repository.save(row)
     return SummaryReceipt(
-        created=created, etag=row.etag, style=style, token_count=counted, filled=filled
+        created=created,
+        etag=row.etag,
+        style=style,
+        token_count=counted,
+        filled=filled,
+        warnings=warnings,
     )
 
 

@@ -51,6 +51,9 @@ EXAMPLES: dict[str, tuple[object, ...]] = {
     "put_context": ("p", "f", b"{}"),
     "patch_context": ("p", "f", {}),
     "delete_context": ("p", "f"),
+    "export_workflow": ("p", "f"),
+    "put_workflow": ("p", "f", b"{}"),
+    "delete_workflow": ("p", "f"),
     "append_handover": ("p", "f", {}),
     "list_handovers": ("p",),
     "record_review": ("p", "f", "design-l1", "APPROVED"),
@@ -152,6 +155,10 @@ def test_documents_round_trip_through_the_client(client, project):
     assert store.list_handovers(project, to_agent="b").items[0].feature_id == "f1"
     change = store.record_review(project, "f1", "design-l1", "APPROVED")
     assert change.iteration_tracking["design-l1"]["status"] == "approved"
+    workflow = b'{"init": {"status": "READY", "dependencies": []}}'
+    assert store.put_workflow(project, "f1", workflow).size_bytes == len(workflow)
+    assert store.export_workflow(project, "f1").content == workflow
+    store.delete_workflow(project, "f1")
 
     summary = golden_bytes("memory-running-summary.json")
     assert store.put_memory_file(project, "running-summary.json", summary).created is True
@@ -174,6 +181,7 @@ def test_downloads_name_the_copy_they_hold_and_get_304_while_it_is_current(clien
     store.append_memory(project, agent, "episodic", golden_bytes("autobyteus/episodic.jsonl"))
     store.load_state(project, "r1", b"not a state")  # kept as the backup
     store.create_feature(project, "f1")
+    store.put_workflow(project, "f1", b'{"init": {"status": "READY", "dependencies": []}}')
     store.put_memory_file(
         project, "running-summary.json", golden_bytes("memory-running-summary.json")
     )
@@ -185,6 +193,7 @@ def test_downloads_name_the_copy_they_hold_and_get_304_while_it_is_current(clien
         "state": lambda **kw: store.export_state(project, "r1", **kw),
         "backup": lambda **kw: store.export_backup(project, "r1", **kw),
         "context": lambda **kw: store.export_context(project, "f1", **kw),
+        "workflow": lambda **kw: store.export_workflow(project, "f1", **kw),
         "summary": lambda **kw: store.get_running_summary(project, style="snake", **kw),
         "decisions": lambda **kw: store.export_memory_file(project, "key-decisions.json", **kw),
     }

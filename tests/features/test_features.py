@@ -121,7 +121,7 @@ def test_a_tool_written_file_keeps_its_fields_and_timestamps(client, project):
 @pytest.mark.parametrize(
     ("content", "status"),
     [
-        (b'{"feature_id": "other"}', 422),
+        (b'{"feature_id": 7}', 422),
         (b'{"current_phase": "init"}', 422),
         (b"[]", 422),
         (b'{"feature_id": "f1", "handover_notes": {"history": [{"from_agent": "a"}]}}', 422),
@@ -141,7 +141,7 @@ def test_an_invalid_context_is_refused_and_changes_nothing(client, project, cont
 
 
 def test_refusals_name_each_fault(client, project):
-    document = {"feature_id": "x", "iteration_tracking": {"design-l1": {"attempts": "2"}}}
+    document = {"feature_id": None, "iteration_tracking": {"design-l1": {"attempts": "2"}}}
     body = assert_problem(_put(client, project, "f1", document), 422)
     assert [error["path"] for error in body["errors"]] == [
         "/feature_id",
@@ -160,7 +160,8 @@ def test_put_honours_if_none_match_and_if_match(client, project):
     assert_problem(_put(client, project, "f1", changed, **{"If-Match": '"stale"'}), 412)
     assert _put(client, project, "f1", changed, **{"If-Match": etag}).status_code == 200
     assert _context(client, project, "f1")["current_phase"] == "requirements"
-    assert _put(client, project, "f2", changed, **{"If-None-Match": "*"}).status_code == 422
+    # A new feature takes If-None-Match: *, whatever `feature_id` its document holds.
+    assert _put(client, project, "f2", changed, **{"If-None-Match": "*"}).status_code == 201
 
 
 def test_export_answers_if_none_match(client, project):
@@ -271,7 +272,7 @@ def test_an_empty_merge_patch_changes_nothing(client, project):
     [
         ({"context_sources": {"l3_tasks": {"status": "done"}}}, 422),
         ({"feature_id": None}, 422),
-        ({"feature_id": "other"}, 422),
+        ({"feature_id": 7}, 422),
         (["not", "an", "object"], 422),
         ({"handover_notes": {"history": [{"to_agent": "x"}]}}, 422),
         (b'{"current_phase": Infinity}', 400),

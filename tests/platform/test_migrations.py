@@ -35,6 +35,12 @@ def test_downgrade_to_base_with_data_and_upgrade_again(backend, tenant):
         traces = [raw_trace("a", 1), raw_trace("b", 1)]
         response = client.post("/v1/projects/p/agents/agent/memory/raw-traces", json=traces)
         assert response.status_code == 201, response.text
+        workflow = client.put(
+            "/v1/projects/p/features/f1/workflow",
+            content=b'{"init": {"status": "READY", "dependencies": []}}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert workflow.status_code == 201, workflow.text
     # One step at a time first: 0008's downgrade with its register and keys filled.
     downgrade(url, "0007")
     engine = create_engine(url)

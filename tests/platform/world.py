@@ -141,6 +141,10 @@ WRITES: dict[Route, dict[str, Any]] = {
     ("PUT", P + "/features/{feature}/context"): _json(_context()),
     ("PATCH", P + "/features/{feature}/context"): _json({"current_phase": "design"}),
     ("DELETE", P + "/features/{feature}/context"): NO_BODY,
+    ("PUT", P + "/features/{feature}/workflow"): _json(
+        {"init": {"command": MARKER, "status": "READY", "dependencies": []}}
+    ),
+    ("DELETE", P + "/features/{feature}/workflow"): NO_BODY,
     ("POST", P + "/features/{feature}/handovers"): _json(
         {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": MARKER}
     ),
@@ -171,6 +175,7 @@ POPULATE: list[Route] = [
     ("PUT", P + "/runs/{run}/state"),
     ("POST", P + "/runs/{run}/iterations"),
     ("PUT", P + "/features/{feature}/context"),
+    ("PUT", P + "/features/{feature}/workflow"),
     ("POST", P + "/features/{feature}/handovers"),
     ("PUT", P + "/memory/running-summary"),
     ("POST", P + "/memory/decisions"),
