@@ -29,12 +29,14 @@ from app.archive.schemas import (
     SkippedMember,
 )
 from app.core.body import decompress_body
+from app.core.conditional import etag_of
 from app.core.errors import (
     Conflict,
     ContentTooLarge,
     FieldError,
     InvalidContent,
     MalformedBody,
+    NotFound,
     Problem,
 )
 from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
@@ -213,6 +215,28 @@ def _checked_name(target: Target, parameter: str) -> str:
     return target.name
 
 
+# Kinds whose import replaces the stored file with the member.
+_REPLACING_KINDS = frozenset(
+    {
+        Kind.snapshot,
+        Kind.run_state,
+        Kind.run_backup,
+        Kind.feature_context,
+        Kind.feature_workflow,
+        Kind.memory_file,
+    }
+)
+
+
+def _stored_files(session: Session, tenant: str, project: str) -> dict[str, PlannedMember]:
+    """The project's files as the import found them, by archive path (none for a project
+    the import creates)."""
+    try:
+        return {member.path: member for member in plan_export(session, tenant, project)}
+    except NotFound:
+        return {}
+
+
 class Importer:
     def __init__(
         self, session: Session, tenant: str, project: str, limits: Limits, report: ArchiveReport
@@ -223,6 +247,7 @@ class Importer:
         self.limits = limits
         self.report = report
         self.reset_runs: set[str] = set()
+        self.stored = _stored_files(session, tenant, project)
 
     def _refuse(self, path: str, problem: Problem) -> None:
         body = problem.body()
@@ -268,11 +293,22 @@ class Importer:
             return None
         return Member(path, target, entry.content)
 
+    def _unchanged(self, member: Member) -> Outcome | None:
+        """A file that replaces what it names, and that the project already holds byte for
+        byte, is ``unchanged``: nothing is written, no time moves (pushing twice changes
+        nothing). Saves and agent memory recognise what they hold in their own handlers."""
+        if member.target.kind not in _REPLACING_KINDS:
+            return None
+        stored = self.stored.get(member.path)
+        if stored is None or stored.read(self.session) != member.content:
+            return None
+        return Outcome(200, "unchanged", {"etag": etag_of(member.content)})
+
     def run(self, member: Member) -> None:
         handler = HANDLERS[member.target.kind]
         try:
             with self.session.begin_nested():
-                outcome = handler(self, member)
+                outcome = self._unchanged(member) or handler(self, member)
         except Skip as exc:
             self.report.skipped.append(SkippedMember(path=member.path, reason=str(exc)))
         except Problem as exc:

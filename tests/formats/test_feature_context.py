@@ -101,7 +101,7 @@ def test_malformed_json_is_malformed():
 def test_numbers_python_writes_are_kept():
     values = [float("nan"), float("-inf"), 123456789012345678901234567890]
     raw = json.dumps({"feature_id": "f1", "x": values}, indent=2).encode()
-    assert feature_context.render(feature_context.parse(raw, "f1")) == raw
+    assert feature_context.render(feature_context.parse(raw)) == raw
 
 
 # RFC 7396, Appendix A.
