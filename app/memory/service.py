@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
@@ -105,6 +106,7 @@ def put_summary(
     limit: int,
 ) -> SummaryReceipt:
     document, detected = codec.parse_summary(raw)
+    redaction.for_storage(document)
     counted = _summary_limit_check(document["content"], limit)
     pid = touch_project(session, tenant, project)
     repository = MemoryRepository(session)
@@ -152,7 +154,8 @@ def _document(item: MemoryItem) -> dict[str, Any]:
 
 
 def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) -> None:
-    """Store the item's document and every column read from it."""
+    """Store the item's document (redacted in place) and every column read from it."""
+    redaction.for_storage(document)
     columns = codec.item_columns(document, kind)
     item.kind = kind.value
     item.item_id = columns.item_id

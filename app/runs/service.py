@@ -6,11 +6,13 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state
 from app.projects.service import project_id, touch_project
+from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState
 from app.runs.repository import RunRepository
 from app.runs.schemas import (
@@ -51,11 +53,16 @@ def summary(row: RunState) -> RunSummary:
 
 
 def _notices(notes: list[atari_state.Note]) -> list[Notice]:
-    return [Notice(path=note.path, message=note.message) for note in notes]
+    # A note may quote a key the client sent: never a secret in it.
+    return [
+        Notice(path=redact_pointer(note.path), message=redact_value(note.message)) for note in notes
+    ]
 
 
 def _store(repository: RunRepository, row: RunState, state: dict[str, Any]) -> RunState:
     """Render the document and set every column derived from it."""
+    # Redaction changes strings only, so the typed fields Go reads stay valid.
+    state = redaction.for_storage(state)
     content = atari_state.render(state)
     row.content = content
     row.etag = etag_of(content)

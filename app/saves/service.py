@@ -7,16 +7,17 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
 from app.projects.service import project_id, touch_project
+from app.redaction import Redactions, redact_pointer, redact_value
 from app.saves.models import Save
-from app.saves.redaction import redact_save
 from app.saves.repository import SaveRepository
-from app.saves.schemas import SaveReceipt, SaveWarning
+from app.saves.schemas import RedactedSite, SaveReceipt, SaveWarning
 
 # Seed 000: "For large saves (>1MB), consider using gzip compression".
 COMPRESS_OVER_BYTES = 1024 * 1024
@@ -41,7 +42,7 @@ class PreparedSave:
 
     document: dict[str, Any]
     warnings: list[mdan_save.FieldWarning]
-    redactions: dict[str, int]
+    redactions: Redactions
     summary: mdan_save.Summary
     content: bytes
     stored: bytes
@@ -60,7 +61,10 @@ def prepare_save(raw: bytes) -> PreparedSave:
     """Parse with defaults and warnings, redact, render and compress. Pure and slow on large
     files, so it runs before the request takes any database lock."""
     document, warnings = mdan_save.parse(raw, utcnow())
-    redactions = redact_save(document)
+    redactions = Redactions()
+    # Every string and key, not a list of fields: a secret lands wherever a tool put it
+    # (tool-call arguments, metadata, vendor fields).
+    redaction.for_storage(document, redactions)
     summary, content, stored, gzipped = _render(document)
     return PreparedSave(document, warnings, redactions, summary, content, stored, gzipped)
 
@@ -110,8 +114,13 @@ def store_save(
         filename=save.filename,
         timestamp=prepared.document["timestamp"],
         size_bytes=save.size_bytes,
-        warnings=[SaveWarning(path=w.path, message=w.message) for w in prepared.warnings],
-        redactions=prepared.redactions,
+        warnings=[
+            # A warning may quote a value or a key the client sent: never a secret in it.
+            SaveWarning(path=redact_pointer(w.path), message=redact_value(w.message))
+            for w in prepared.warnings
+        ],
+        redactions=prepared.redactions.by_kind(),
+        redacted=[RedactedSite.model_validate(site) for site in prepared.redactions.listing()],
         pruned=pruned,
     )
     return Stored(receipt=receipt, etag=save.etag)
