@@ -15,7 +15,11 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from app.core.migrations import upgrade
+from app.main import create_app
+from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import (
     SOAK,
     assert_problem,
@@ -311,3 +315,40 @@ def test_the_document_written_is_the_redacted_one(client, project):
     assert content == "see [REDACTED:api_key] here"
     document["context"]["conversation_history"][1]["content"] = content
     assert python_indent2(exported) == python_indent2(document)
+
+
+def test_every_write_reports_its_redactions_in_a_header(client, project):
+    """A format whose receipt has no list of its own: the header names kind and pointer."""
+    written, _sensitive = SECRETS["url_credentials"]
+    path, content = _with_secret("snapshot", "text", written)
+    agent = path.split("/")[2]
+    url = f"/v1/projects/{project}/agents/{agent}/working-context-snapshot"
+    stored = client.put(url, content=content, headers={"Content-Type": "application/json"})
+    assert stored.status_code == 201, stored.text
+    assert json.loads(stored.headers["Redactions"]) == {
+        "counts": {"url_credential": 1},
+        "sites": [{"path": "/messages/1/content", "kind": "url_credential", "count": 1}],
+    }
+    clean = client.put(
+        url, content=golden_workspace()[path], headers={"Content-Type": "application/json"}
+    )
+    assert "Redactions" not in clean.headers
+
+
+def test_redaction_can_be_turned_off_for_documents_but_never_for_messages(backend, caplog):
+    """``CONTEXT_STORE_REDACT=false`` stores a file as its tool wrote it; a problem still never
+    quotes the secret."""
+    url = backend.new_database_url()
+    upgrade(url)
+    with TestClient(create_app(make_settings(url, redact=False))) as application:
+        client = client_for(application.app, create_key(application.app, "t-off"))
+        written, sensitive = SECRETS["api_key"]
+        document = seed_save()
+        _message_content(document, written)
+        receipt = import_save(client, "p", document)
+        assert receipt.status_code == 201, receipt.text
+        assert receipt.json()["redactions"] == {}
+        exported = client.get(f"/v1/projects/p/saves/{receipt.json()['id']}")
+        assert sensitive in exported.text
+        refused = import_save(client, "p", seed_save() | {"version": written})
+        assert sensitive not in assert_problem(refused, 422)["detail"]
