@@ -41,6 +41,20 @@ def for_storage(document: Any, redactions: Redactions | None = None) -> Any:
     return document
 
 
+def bytes_for_storage(raw: bytes) -> bytes:
+    """A file kept as bytes (not a document of its format, e.g. the state atari set aside):
+    its text redacted when the setting is on and it is UTF-8; the same bytes when nothing is
+    found, and binary files as they are."""
+    if not _enabled.get():
+        return raw
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+    redacted = for_storage(text)
+    return raw if redacted == text else redacted.encode("utf-8")
+
+
 def header_value(redactions: Redactions) -> str:
     listing = redactions.listing()
     summary = {"counts": redactions.by_kind(), "sites": listing[:HEADER_SITES]}

@@ -123,6 +123,12 @@ def put_state(
     return StateReceipt(**summary(row).model_dump(), notices=_notices(notes)), created
 
 
+def _set_backup(row: RunState, raw: bytes) -> None:
+    backup = redaction.bytes_for_storage(raw)
+    row.backup = backup
+    row.backup_etag = etag_of(backup)
+
+
 def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes) -> LoadResult:
     """atari's own load of a file from disk (see ``atari_state.load``)."""
     loaded = atari_state.load(raw, utcnow())
@@ -130,14 +136,13 @@ def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes
     row = row or RunState(project_id=owner, run=run)
     if loaded.outcome == "reset":
         # As atari renames the file to state.json.backup: the previous backup is replaced.
-        row.backup = raw
-        row.backup_etag = etag_of(raw)
+        _set_backup(row, raw)
     row = _store(repository, row, loaded.state)
     return LoadResult(
         outcome=loaded.outcome,  # type: ignore[arg-type]
         reason=loaded.reason,
         file_version=loaded.file_version,
-        backup_size=len(raw) if loaded.outcome == "reset" else None,
+        backup_size=len(row.backup) if loaded.outcome == "reset" and row.backup else None,
         notices=_notices(loaded.notes),
         state=summary(row),
     )
@@ -147,8 +152,7 @@ def put_backup(session: Session, tenant: str, project: str, run: str, raw: bytes
     """Set a run's backup to these bytes, verbatim, as a ``state.json.backup`` beside its
     ``state.json`` on disk (the project archive's import). The run must have a state."""
     repository, row = _lock_existing(session, tenant, project, run, lambda _etag: None)
-    row.backup = raw
-    row.backup_etag = etag_of(raw)
+    _set_backup(row, raw)
     row.modified_at = utcnow()
     return summary(repository.save(row))
 
