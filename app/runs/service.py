@@ -142,7 +142,7 @@ def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes
         outcome=loaded.outcome,  # type: ignore[arg-type]
         reason=loaded.reason,
         file_version=loaded.file_version,
-        backup_size=len(row.backup) if loaded.outcome == "reset" and row.backup else None,
+        backup_size=len(row.backup or b"") if loaded.outcome == "reset" else None,
         notices=_notices(loaded.notes),
         state=summary(row),
     )
