@@ -103,7 +103,6 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
 ]
-KINDS = tuple(kind for kind, _pattern in _SECRET_PATTERNS)
 
 
 # The literal text every match of a kind's pattern holds, case-folded. A pattern runs only on
