@@ -66,7 +66,8 @@ class Problem(Exception):
             body["instance"] = instance
         if self.errors:
             body["errors"] = [
-                FieldError(redact_pointer(error["path"]), error["message"]) for error in self.errors
+                FieldError(redact_pointer(error["path"]), redact_value(error["message"]))
+                for error in self.errors
             ]
         body.update(self.extensions)
         # A detail or an error may quote what the client sent (a name, a value, a key in a

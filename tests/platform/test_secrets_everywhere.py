@@ -359,3 +359,21 @@ def test_redaction_can_be_turned_off_for_documents_but_never_for_messages(backen
         assert sensitive in exported.text
         refused = import_save(client, "p", seed_save() | {"version": written})
         assert sensitive not in assert_problem(refused, 422)["detail"]
+
+
+@pytest.mark.parametrize("kind", ["api_key", "url_credentials"])
+def test_a_problem_never_quotes_a_secret_in_its_errors(client, project, caplog, kind):
+    """atari refuses a key written twice, naming it in ``detail`` and in ``errors``."""
+    caplog.set_level(logging.DEBUG)
+    written, sensitive = SECRETS[kind]
+    key = json.dumps(written)
+    body = f'{{"version": 2, {key}: 1, {key}: 2}}'.encode()
+    first_record = len(caplog.records)
+    refused = client.put(
+        f"/v1/projects/{project}/runs/r1/state",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
+    problem = assert_problem(refused, 422)
+    assert problem["errors"], problem
+    _assert_nowhere(sensitive, {"problem": [refused.text], "logs": _logs(caplog, first_record)})
