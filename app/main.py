@@ -23,6 +23,7 @@ from app.core.logs import RequestLogMiddleware
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
+from app.core.redaction import RedactionMiddleware
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
@@ -102,6 +103,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(ContentCodingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
+    app.add_middleware(RedactionMiddleware, enabled=settings.redact)
     # Outermost: the request id is set before anything else runs, and every request is logged.
     app.add_middleware(RequestLogMiddleware)
     return app

@@ -11,6 +11,7 @@ from app.agents import compaction
 from app.agents.models import AgentMemoryItem, AgentSnapshot
 from app.agents.repository import MemoryRepository, SnapshotRepository
 from app.agents.schemas import RestoreRequest, SnapshotReceipt
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import NotFound
@@ -49,7 +50,7 @@ def _not_found(agent: str) -> NotFound:
 def _store(
     repository: SnapshotRepository, snapshot: AgentSnapshot, document: dict[str, Any]
 ) -> None:
-    snapshot.content = snapshot_format.render(document)
+    snapshot.content = snapshot_format.render(redaction.for_storage(document))
     snapshot.etag = etag_of(snapshot.content)
     snapshot.updated_at = utcnow()
     repository.save(snapshot)
@@ -112,7 +113,7 @@ def append_memory(
     raw: bytes,
     media_type: str | None,
 ) -> int:
-    items = agent_memory.parse(raw, media_type, kind)
+    items = redaction.for_storage(agent_memory.parse(raw, media_type, kind))
     repository = MemoryRepository(session, touch_project(session, tenant, project), agent, kind)
     repository.add([(agent_memory.render_line(item), item.get("turn_id")) for item in items])
     return len(items)

@@ -258,7 +258,7 @@ class Importer:
                 title=body["title"],
                 status=body["status"],
                 detail=body["detail"],
-                errors=[dict(error) for error in problem.errors],
+                errors=body.get("errors", []),
             )
         )
 

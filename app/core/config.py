@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     gzip_minimum_bytes: int = Field(default=1024, ge=0)
     # Seed 000: "Delete old saves after successful completion".
     saves_auto_prune: bool = True
+    # Secrets replaced by [REDACTED:<kind>] in every document before it is stored (every
+    # format). Off stores what the tools wrote; warnings, problems and logs are redacted anyway.
+    redact: bool = True
     # Seed 004: the running summary is at most 2000 tokens (cl100k_base, the service's count).
     memory_summary_max_tokens: int = Field(default=2000, ge=1)
     idempotency_ttl_hours: int = Field(default=24, ge=24)

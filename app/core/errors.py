@@ -22,6 +22,7 @@ from starlette.routing import Match
 from app.core.json import dumps
 from app.formats.errors import FormatError, MalformedDocument
 from app.formats.jsondoc import pointer as json_pointer
+from app.redaction import redact_pointer, redact_value
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +65,15 @@ class Problem(Exception):
         if instance:
             body["instance"] = instance
         if self.errors:
-            body["errors"] = self.errors
+            body["errors"] = [
+                FieldError(redact_pointer(error["path"]), redact_value(error["message"]))
+                for error in self.errors
+            ]
         body.update(self.extensions)
-        return body
+        # A detail or an error may quote what the client sent (a name, a value, a key in a
+        # pointer): never a secret in it, whichever route raised the problem.
+        redacted: dict[str, Any] = redact_value(body)
+        return redacted
 
 
 class MalformedBody(Problem):
@@ -186,6 +193,15 @@ def _database_problem(exc: OperationalError | PoolTimeoutError) -> Problem | Non
     return None
 
 
+def _driver_message(exc: Exception) -> str:
+    """The database's own message, without SQLAlchemy's statement and parameters (a
+    document's text), with any secret it quotes (a key's value) redacted."""
+    orig = getattr(exc, "orig", None)
+    message = str(orig) if orig is not None else type(exc).__name__
+    redacted: str = redact_value(message)
+    return redacted
+
+
 def allowed_methods(request: Request) -> str:
     """RFC 9110's ``Allow`` for a 405: every method of the resource, not only those of the first
     route whose path matched (a resource's GET and DELETE are separate routes)."""
@@ -231,7 +247,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_integrity(request: Request, exc: Exception) -> Response:
         # A unique or foreign key constraint lost a race with another writer.
-        log.info("integrity error on %s: %s", request.url.path, exc)
+        log.info("integrity error on %s: %s", request.url.path, _driver_message(exc))
         return problem_response(
             Conflict("The change conflicts with a concurrent change; retry it."), request
         )
@@ -241,7 +257,7 @@ def install_error_handlers(app: FastAPI) -> None:
         problem = _database_problem(exc)
         if problem is None:
             return await on_unexpected(request, exc)
-        log.warning("database unavailable on %s: %s", request.url.path, exc)
+        log.warning("database unavailable on %s: %s", request.url.path, _driver_message(exc))
         return problem_response(problem, request)
 
     async def on_unstorable(request: Request, exc: Exception) -> Response:

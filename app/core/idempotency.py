@@ -9,6 +9,7 @@ runs again. Two concurrent requests with one key: the second blocks on the row's
 
 import hashlib
 import hmac
+import json
 from datetime import datetime, timedelta
 from typing import Annotated
 
@@ -17,12 +18,15 @@ from sqlalchemy import LargeBinary, delete
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import JSON, Column, Field, Session, SQLModel, col, select
 
+from app.core import redaction
 from app.core.db import UTCDateTime, utcnow
 from app.core.deps import Writer, WriteSession, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
+from app.core.json import dumps
+from app.redaction import Redactions, redact_document
 
 # Headers a replay must repeat for the client to see the same response.
-REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition")
+REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition", "redactions")
 
 
 class IdempotencyRecord(SQLModel, table=True):
@@ -140,6 +144,7 @@ class Idempotency:
         """Remember ``response`` for this key (in the request's transaction) and return it."""
         if self.record_row is None:
             return response
+        response = _redacted(response)
         self.record_row.status_code = response.status_code
         self.record_row.headers = {
             name: value for name, value in response.headers.items() if name in REPLAYED_HEADERS
@@ -147,6 +152,23 @@ class Idempotency:
         self.record_row.body = bytes(response.body)
         IdempotencyRepository(self.session).save(self.record_row)
         return response
+
+
+def _redacted(response: Response) -> Response:
+    """The response to remember, with no secret in it (a receipt may quote what the client
+    sent); the first answer is the same as its replays. Its redactions header goes with it."""
+    if not redaction.enabled():
+        return response
+    if (header := redaction.collected_header()) is not None:
+        response.headers.setdefault(redaction.HEADER, header)
+    if not response.headers.get("content-type", "").startswith("application/json"):
+        return response
+    found = Redactions()
+    document = redact_document(json.loads(response.body), found)
+    if found:
+        response.body = dumps(document)
+        response.headers["content-length"] = str(len(response.body))
+    return response
 
 
 async def _idempotency(

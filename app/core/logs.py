@@ -24,6 +24,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.metrics import route_template
+from app.redaction import redact_value
 
 REQUEST_ID_HEADER = "X-Request-ID"
 # Letters, digits and a few separators, as UUIDs, ULIDs and trace ids are: nothing that could
@@ -46,7 +47,8 @@ class JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            # Any secret a message quotes (a path, a driver's message) never reaches the log.
+            "message": redact_value(record.getMessage()),
         }
         current = request_id.get()
         if current is not None:

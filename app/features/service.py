@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
@@ -27,7 +28,9 @@ def _now_text() -> str:
 
 
 def _write(context: FeatureContext, document: dict[str, Any]) -> None:
-    """Render the document and set every column derived from it."""
+    """Redact the document (in place: the handover rows are read from it next), render it and
+    set every column derived from it."""
+    redaction.for_storage(document)
     content = feature_context.render(document)
     breaker_state = document.get("circuit_breaker", {})
     context.content = content

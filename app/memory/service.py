@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Row
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
@@ -126,6 +127,7 @@ def put_summary(
     over_limit: OverLimit,
 ) -> SummaryReceipt:
     document, detected = codec.parse_summary(raw)
+    redaction.for_storage(document)
     counted = tokens.count(document["content"])
     warnings = _summary_over_limit(counted, limit, over_limit)
     pid = touch_project(session, tenant, project)
@@ -181,7 +183,8 @@ def _document(item: MemoryItem) -> dict[str, Any]:
 
 
 def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) -> None:
-    """Store the item's document and every column read from it."""
+    """Store the item's document (redacted in place) and every column read from it."""
+    redaction.for_storage(document)
     columns = codec.item_columns(document, kind)
     item.kind = kind.value
     item.item_id = columns.item_id

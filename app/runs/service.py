@@ -6,11 +6,13 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state
 from app.projects.service import project_id, touch_project
+from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState
 from app.runs.repository import RunRepository
 from app.runs.schemas import (
@@ -51,11 +53,16 @@ def summary(row: RunState) -> RunSummary:
 
 
 def _notices(notes: list[atari_state.Note]) -> list[Notice]:
-    return [Notice(path=note.path, message=note.message) for note in notes]
+    # A note may quote a key the client sent: never a secret in it.
+    return [
+        Notice(path=redact_pointer(note.path), message=redact_value(note.message)) for note in notes
+    ]
 
 
 def _store(repository: RunRepository, row: RunState, state: dict[str, Any]) -> RunState:
     """Render the document and set every column derived from it."""
+    # Redaction changes strings only, so the typed fields Go reads stay valid.
+    state = redaction.for_storage(state)
     content = atari_state.render(state)
     row.content = content
     row.etag = etag_of(content)
@@ -116,6 +123,12 @@ def put_state(
     return StateReceipt(**summary(row).model_dump(), notices=_notices(notes)), created
 
 
+def _set_backup(row: RunState, raw: bytes) -> None:
+    backup = redaction.bytes_for_storage(raw)
+    row.backup = backup
+    row.backup_etag = etag_of(backup)
+
+
 def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes) -> LoadResult:
     """atari's own load of a file from disk (see ``atari_state.load``)."""
     loaded = atari_state.load(raw, utcnow())
@@ -123,14 +136,13 @@ def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes
     row = row or RunState(project_id=owner, run=run)
     if loaded.outcome == "reset":
         # As atari renames the file to state.json.backup: the previous backup is replaced.
-        row.backup = raw
-        row.backup_etag = etag_of(raw)
+        _set_backup(row, raw)
     row = _store(repository, row, loaded.state)
     return LoadResult(
         outcome=loaded.outcome,  # type: ignore[arg-type]
         reason=loaded.reason,
         file_version=loaded.file_version,
-        backup_size=len(raw) if loaded.outcome == "reset" else None,
+        backup_size=len(row.backup or b"") if loaded.outcome == "reset" else None,
         notices=_notices(loaded.notes),
         state=summary(row),
     )
@@ -140,8 +152,7 @@ def put_backup(session: Session, tenant: str, project: str, run: str, raw: bytes
     """Set a run's backup to these bytes, verbatim, as a ``state.json.backup`` beside its
     ``state.json`` on disk (the project archive's import). The run must have a state."""
     repository, row = _lock_existing(session, tenant, project, run, lambda _etag: None)
-    row.backup = raw
-    row.backup_etag = etag_of(raw)
+    _set_backup(row, raw)
     row.modified_at = utcnow()
     return summary(repository.save(row))
 

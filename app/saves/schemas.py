@@ -10,6 +10,12 @@ class SaveWarning(BaseModel):
     message: str
 
 
+class RedactedSite(BaseModel):
+    path: str = Field(description="JSON Pointer to the string or key a secret was found in.")
+    kind: str
+    count: int
+
+
 class SaveReceipt(BaseModel):
     id: int
     filename: str
@@ -17,6 +23,9 @@ class SaveReceipt(BaseModel):
     size_bytes: int
     warnings: list[SaveWarning]
     redactions: dict[str, int] = Field(description="Secrets replaced before storage, by kind.")
+    redacted: list[RedactedSite] = Field(
+        description="Where the secrets were: each string or key, by kind (`[REDACTED:<kind>]`)."
+    )
     pruned: int = Field(description="Older saves deleted because this one completed every phase.")
 
 

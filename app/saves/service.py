@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlmodel import Session
 
+from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
@@ -14,10 +15,10 @@ from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
 from app.projects.repository import ProjectRepository
 from app.projects.service import project_id, touch_project
+from app.redaction import Redactions, redact_pointer, redact_value
 from app.saves.models import Save
-from app.saves.redaction import redact_save
 from app.saves.repository import SaveRepository
-from app.saves.schemas import SaveReceipt, SaveWarning
+from app.saves.schemas import RedactedSite, SaveReceipt, SaveWarning
 
 # Seed 000: "For large saves (>1MB), consider using gzip compression".
 COMPRESS_OVER_BYTES = 1024 * 1024
@@ -43,7 +44,7 @@ class PreparedSave:
     filename: str
     document: dict[str, Any]
     warnings: list[mdan_save.FieldWarning]
-    redactions: dict[str, int]
+    redactions: Redactions
     summary: mdan_save.Summary
     content: bytes
     stored: bytes
@@ -68,7 +69,10 @@ def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
     save; without a name, the current time."""
     now = (mdan_save.saved_at(filename) if filename is not None else None) or utcnow()
     document, warnings = mdan_save.parse(raw, now)
-    redactions = redact_save(document)
+    redactions = Redactions()
+    # Every string and key, not a list of fields: a secret lands wherever a tool put it
+    # (tool-call arguments, metadata, vendor fields).
+    redaction.for_storage(document, redactions)
     summary, content, stored, gzipped = _render(document)
     name = filename if filename is not None else mdan_save.filename_for(summary.timestamp)
     return PreparedSave(name, document, warnings, redactions, summary, content, stored, gzipped)
@@ -119,10 +123,12 @@ def store_save(
         timestamp=prepared.document["timestamp"],
         size_bytes=save.size_bytes,
         warnings=[
-            SaveWarning(path=w.path, message=w.message)
+            # A warning may quote a value or a key the client sent: never a secret in it.
+            SaveWarning(path=redact_pointer(w.path), message=redact_value(w.message))
             for w in (*prepared.warnings, *prepared.summary.unlisted)
         ],
-        redactions=prepared.redactions,
+        redactions=prepared.redactions.by_kind(),
+        redacted=[RedactedSite.model_validate(site) for site in prepared.redactions.listing()],
         pruned=pruned,
     )
     return Stored(receipt=receipt, etag=save.etag)

@@ -25,6 +25,7 @@ def test_the_seed_example_round_trips_byte_for_byte(client, project):
         "size_bytes": len(python_indent2(seed_save())),
         "warnings": [],
         "redactions": {},
+        "redacted": [],
         "pruned": 0,
     }
     assert receipt.headers["location"] == _url(project, f"/{body['id']}")

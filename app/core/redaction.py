@@ -1,0 +1,98 @@
+"""The redaction setting (``CONTEXT_STORE_REDACT``) and what one request redacted.
+
+Services call ``for_storage`` on every document they are about to store; the middleware sets,
+for each request, whether redaction is on and where the sites it finds are collected, and
+reports them in the ``Redactions`` response header (a receipt's own body may list them too).
+"""
+
+import json
+from contextvars import ContextVar
+from typing import Any
+
+from starlette.datastructures import MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.redaction import Redactions, redact_document
+
+HEADER = "Redactions"
+# A header, not a body: bounded. The counts by kind are always whole; the sites are the first.
+HEADER_SITES = 50
+
+_enabled: ContextVar[bool] = ContextVar("redaction_enabled", default=True)
+_collected: ContextVar[Redactions | None] = ContextVar("redactions_collected", default=None)
+
+
+def enabled() -> bool:
+    return _enabled.get()
+
+
+def for_storage(document: Any, redactions: Redactions | None = None) -> Any:
+    """``document`` redacted in place when the setting is on (the new value only for a bare
+    string); its sites go to ``redactions`` and to the request's collection."""
+    if not _enabled.get():
+        return document
+    found = Redactions()
+    document = redact_document(document, found)
+    if redactions is not None:
+        redactions.sites.update(found.sites)
+    collected = _collected.get()
+    if collected is not None:
+        collected.sites.update(found.sites)
+    return document
+
+
+def bytes_for_storage(raw: bytes) -> bytes:
+    """A file kept as bytes (not a document of its format, e.g. the state atari set aside):
+    its text redacted when the setting is on and it is UTF-8; the same bytes when nothing is
+    found, and binary files as they are."""
+    if not _enabled.get():
+        return raw
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+    redacted = for_storage(text)
+    return raw if redacted == text else redacted.encode("utf-8")
+
+
+def header_value(redactions: Redactions) -> str:
+    listing = redactions.listing()
+    summary = {"counts": redactions.by_kind(), "sites": listing[:HEADER_SITES]}
+    if len(listing) > HEADER_SITES:
+        summary["sites_omitted"] = len(listing) - HEADER_SITES
+    # ASCII: a pointer may hold any character, a header only Latin-1.
+    return json.dumps(summary, separators=(",", ":"))
+
+
+def collected_header() -> str | None:
+    collected = _collected.get()
+    return header_value(collected) if collected else None
+
+
+class RedactionMiddleware:
+    """Sets the setting for the request and reports its redactions in a header."""
+
+    def __init__(self, app: ASGIApp, *, enabled: bool) -> None:
+        self.app = app
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        collected = Redactions()
+        enabled_token = _enabled.set(self.enabled)
+        collected_token = _collected.set(collected)
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start" and collected:
+                headers = MutableHeaders(scope=message)
+                if HEADER.lower() not in headers:
+                    headers[HEADER] = header_value(collected)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_header)
+        finally:
+            _collected.reset(collected_token)
+            _enabled.reset(enabled_token)
