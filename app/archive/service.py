@@ -200,6 +200,10 @@ class Skip(Exception):
     """The member is left out on purpose; the reason says why."""
 
 
+class _Unchanged(Exception):
+    """Raised in a member's savepoint to roll back a write that changed nothing."""
+
+
 def _format_problem(exc: FormatError) -> Problem:
     # As the app's own handler renders codec errors: malformed 400, invalid 422.
     problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
@@ -293,22 +297,27 @@ class Importer:
             return None
         return Member(path, target, entry.content)
 
-    def _unchanged(self, member: Member) -> Outcome | None:
-        """A file that replaces what it names, and that the project already holds byte for
-        byte, is ``unchanged``: nothing is written, no time moves (pushing twice changes
-        nothing). Saves and agent memory recognise what they hold in their own handlers."""
-        if member.target.kind not in _REPLACING_KINDS:
-            return None
-        stored = self.stored.get(member.path)
-        if stored is None or stored.read(self.session) != member.content:
-            return None
-        return Outcome(200, "unchanged", {"etag": etag_of(member.content)})
-
-    def run(self, member: Member) -> None:
-        handler = HANDLERS[member.target.kind]
+    def _import(self, member: Member) -> Outcome:
+        """The member through its kind's handler, in a savepoint. A file that replaces what
+        it names and leaves the project's copy byte for byte as it was (the same file, or one
+        that stores as the same: a redacted secret, a version 1 state migrated again) is
+        ``unchanged``: its savepoint is rolled back, so no time moves and pushing twice
+        changes nothing. Saves and agent memory recognise what they hold in their handlers."""
+        stored = self.stored.get(member.path) if member.target.kind in _REPLACING_KINDS else None
+        before = stored.read(self.session) if stored is not None else None
         try:
             with self.session.begin_nested():
-                outcome = self._unchanged(member) or handler(self, member)
+                outcome = HANDLERS[member.target.kind](self, member)
+                if stored is not None and stored.read(self.session) == before:
+                    raise _Unchanged
+        except _Unchanged:
+            assert before is not None
+            return Outcome(200, "unchanged", {"etag": etag_of(before)})
+        return outcome
+
+    def run(self, member: Member) -> None:
+        try:
+            outcome = self._import(member)
         except Skip as exc:
             self.report.skipped.append(SkippedMember(path=member.path, reason=str(exc)))
         except Problem as exc:

@@ -105,3 +105,23 @@ def test_pushing_the_same_workspace_twice_changes_nothing(client, project, tmp_p
     pull_directory(store, second, project)
     assert _differing(first, second) == (set(), [])
     assert client.get(f"/v1/projects/{project}").json()["counts"] == counts
+
+
+def test_a_file_stored_redacted_is_unchanged_when_pushed_again(client, project, tmp_path):
+    """The stored copy of a file holding a secret never equals the file on disk; pushing it
+    again still changes nothing."""
+    source = tmp_path / "source"
+    shutil.copytree(WORKSPACE, source)
+    context_file = source / "features/feature-002-password-reset/context.json"
+    context = json.loads(context_file.read_bytes())
+    context["deploy_note"] = "staging uses sk-proj-Zq7Xw2Lm9Rt4Vb8Nc3Kd6Hs1Pq5Ty0Wx"
+    context_file.write_text(json.dumps(context, indent=2))
+    store = ContextStoreClient(http=client)
+    push_directory(store, source, project)
+    etag = client.get(f"/v1/projects/{project}/features/feature-002-password-reset/context")
+    report = push_directory(store, source, project)
+    actions = {member.path: member.action for member in report.imported}
+    assert actions["features/feature-002-password-reset/context.json"] == "unchanged"
+    again = client.get(f"/v1/projects/{project}/features/feature-002-password-reset/context")
+    assert again.headers["etag"] == etag.headers["etag"]
+    assert b"sk-proj-" not in again.content
