@@ -10,7 +10,8 @@ from starlette.middleware.gzip import GZipMiddleware
 from app import models  # noqa: F401  (every table registered before anything queries)
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
-from app.core.config import Settings
+from app.core.auth_off import IgnoredKeyWarningMiddleware
+from app.core.config import AuthMode, Settings
 from app.core.db import Database, create_database
 from app.core.deps import PrincipalCache
 from app.core.docs import install_docs
@@ -82,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_docs(app)
     document_problems(app)
 
+    if settings.auth is AuthMode.off:
+        app.add_middleware(IgnoredKeyWarningMiddleware)
     app.add_middleware(
         GZipMiddleware,
         minimum_size=settings.gzip_minimum_bytes,

@@ -237,3 +237,27 @@ def test_sigterm_cancels_what_outlasts_the_grace_period_and_still_exits_0(tmp_pa
     assert not any(response.is_success for response in upload.responses)
     messages = [str(line["message"]) for line in _log_lines(log)]
     assert any("timeout graceful shutdown exceeded" in message for message in messages)
+
+
+def test_a_key_sent_to_a_server_with_auth_off_is_flagged(tmp_path):
+    port, log = _free_port(), tmp_path / "server.log"
+    server = _serve(_migrated_sqlite(tmp_path), port, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        plain = httpx.get(f"{base}/v1/projects")
+        keyed = [
+            httpx.get(f"{base}/v1/projects", headers={"Authorization": "Bearer cs_mine"}),
+            httpx.get(f"{base}/v1/projects", headers={"X-API-Key": "cs_mine"}),
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert plain.status_code == 200 and "warning" not in plain.headers
+    for response in keyed:
+        assert response.status_code == 200
+        assert response.headers["warning"].startswith('299 - "')
+        assert "auth" in response.headers["warning"].lower()
+    warnings = [line for line in _log_lines(log) if line["level"] == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "CONTEXT_STORE_AUTH=off" in str(warnings[0]["message"])
+    assert "cs_mine" not in log.read_text()
