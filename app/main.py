@@ -7,7 +7,10 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 from starlette.middleware.gzip import GZipMiddleware
 
-from app import models  # noqa: F401  (every table registered before anything queries)
+from app import (
+    __version__,
+    models,  # noqa: F401  (every table registered before anything queries)
+)
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
 from app.core.auth_off import IgnoredKeyWarningMiddleware
@@ -54,7 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     app = FastAPI(
         title="context-store",
-        version="0.1.0",
+        version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=FastJSONResponse,
