@@ -286,9 +286,9 @@ class Console:
 
         _wait_for(healthy, "the server to answer")
 
-    def stop(self) -> int:
+    def stop(self, signal_number: int = signal.SIGTERM) -> int:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            os.killpg(self.process.pid, signal_number)
         status = self.process.wait(timeout=30)
         self.reader.join(timeout=30)
         return status
@@ -393,7 +393,10 @@ def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
     try:
         console.wait_until_healthy(port)
     finally:
-        assert console.stop() == 0
+        # Ctrl-C, as in a terminal: a graceful stop, status 0, no traceback.
+        assert console.stop(signal.SIGINT) == 0, console.lines
+    assert "Shutting down" in "\n".join(console.lines)
+    assert not any("Traceback" in line or "Aborted" in line for line in console.lines)
     refused = _run(
         ["serve", "--host", "0.0.0.0"], f"sqlite:///{tmp_path / 'x.db'}", CONTEXT_STORE_AUTH="off"
     )
