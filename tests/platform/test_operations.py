@@ -4,6 +4,7 @@ import re
 
 import httpx
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from app import openapi
 from app.core.config import AuthMode
@@ -58,6 +59,20 @@ def test_a_key_on_an_unmigrated_database_answers_503_naming_migrate(backend):
         _assert_names_migrate(
             unmigrated.get("/v1/projects", headers={"Authorization": "Bearer cs_unknown"})
         )
+
+
+def test_a_table_missing_from_a_migrated_database_is_a_server_error_not_a_migration(backend):
+    url = backend.new_database_url()
+    upgrade(url)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE feature_handovers"))
+    engine.dispose()
+    with TestClient(create_app(make_settings(url, auth=AuthMode.off))) as broken:
+        created = broken.post("/v1/projects/demo/features", json={"feature_id": "f"})
+        assert created.status_code == 201, created.text
+        response = broken.get("/v1/projects/demo/handovers")
+        assert assert_problem(response, 500)["type"] == "urn:context-store:problem:internal-error"
 
 
 def test_a_database_one_migration_behind_answers_503_naming_migrate(backend):
