@@ -2,28 +2,37 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP_INSTALL := $(BIN)/python -m pip install --quiet
+# Two installs: the service alone (`make run`, `make migrate`), and the service with the test
+# and lint tools (everything else). The second includes the first, so it stamps both.
+SERVICE_STAMP := $(VENV)/.installed-service
+DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 
 .PHONY: install browser run migrate test container-test soak lint openapi openapi-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+	$(PIP_INSTALL) --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+$(SERVICE_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e .
+	touch $@
 
-install: $(STAMP)
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev]'
+	touch $@ $(SERVICE_STAMP)
 
-migrate: install
+install: $(DEV_STAMP)
+
+migrate: $(SERVICE_STAMP)
 	$(BIN)/alembic upgrade head
 
-# SQLite at ./data/context-store.db, 127.0.0.1:8000, auth off (loopback only).
-run: install
+# SQLite at ./data/context-store.db, 127.0.0.1:8000, auth off (loopback only); the banner
+# says where, what and how before the JSON logs begin.
+run: $(SERVICE_STAMP)
 	$(BIN)/alembic upgrade head
-	CONTEXT_STORE_AUTH=$${CONTEXT_STORE_AUTH:-off} $(BIN)/context-store serve
+	CONTEXT_STORE_AUTH=$${CONTEXT_STORE_AUTH:-off} $(BIN)/context-store serve --banner
 
 # The /docs browser test drives Debian's chromium headless (never a browser downloaded at run
 # time). Installed here when missing and root; otherwise the test says how, and skips (fails

@@ -1,7 +1,13 @@
-"""The ``context-store`` command: serve, migrate, manage API keys, push and pull workspaces."""
+"""The context-store command: serve the API, migrate its database, manage API keys, and push
+and pull workspaces."""
 
+import contextlib
+import errno
+import ipaddress
 import re
 import signal
+import socket
+import sys
 import tarfile
 import tempfile
 from collections.abc import Iterator
@@ -22,28 +28,55 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
 
-from app.archive.schemas import ArchiveReport
+from app import __version__
+from app.archive.schemas import ArchiveReport, SkippedMember
 from app.client import ContextStoreClient, ContextStoreError
 from app.client.client import DEFAULT_URL
 from app.client.workspace import pack, unpack
-from app.core.config import Settings
+from app.core.config import AuthMode, Settings
 from app.core.db import create_database, session_scope
 from app.core.errors import NotFound
 from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.logs import configure_logging, logging_config
-from app.core.migrations import upgrade
+from app.core.migrations import current_revision, head_revision, not_migrated_reason, upgrade
 from app.core.security import parse_scopes
 from app.keys import service as keys
 
-cli = typer.Typer(no_args_is_help=True, help=__doc__, add_completion=False)
-keys_cli = typer.Typer(no_args_is_help=True, help="Create, list and revoke API keys.")
+# Plain help (click's): it rewraps each paragraph to the terminal, where rich's keeps the
+# docstrings' line breaks and breaks sentences in the middle on any other width.
+cli = typer.Typer(no_args_is_help=True, help=__doc__, add_completion=False, rich_markup_mode=None)
+keys_cli = typer.Typer(
+    no_args_is_help=True, help="Create, list and revoke API keys.", rich_markup_mode=None
+)
 cli.add_typer(keys_cli, name="keys")
 
 
-def _settings() -> Settings:
+def _print_version(requested: bool) -> None:
+    if requested:
+        typer.echo(f"context-store {__version__}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+def _settings(**options: object) -> Settings:
+    """The environment's settings, with the options given on the command line over them."""
+    given = {name: value for name, value in options.items() if value is not None}
     try:
-        return Settings()
+        return Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
         messages = "; ".join(str(error["msg"]) for error in exc.errors())
         typer.echo(f"error: invalid configuration: {messages}", err=True)
@@ -68,24 +101,130 @@ def _ignore_signal(_signal: int, _frame: FrameType | None) -> None:
     """See ``serve``."""
 
 
+def _listen(settings: Settings) -> socket.socket:
+    """The server's socket, bound here rather than by uvicorn so that an address that cannot
+    be used is one plain message naming the setting to change, not a log line."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((settings.host, settings.port))
+    except OSError as exc:
+        listening.close()
+        where = f"cannot listen on {settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(
+                f"{where}: the address is already in use (another server?). "
+                "Choose another port with --port or CONTEXT_STORE_PORT."
+            ) from exc
+        raise _fail(
+            f"{where}: {exc.strerror}. Check --host or CONTEXT_STORE_HOST, "
+            "and --port or CONTEXT_STORE_PORT."
+        ) from exc
+    return listening
+
+
+def _browsable_host(host: str) -> str:
+    """How a browser on this machine reaches ``host``."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.is_unspecified:
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    return f"[{address}]" if address.version == 6 else str(address)
+
+
+def _database_state(settings: Settings) -> str:
+    shown = make_url(settings.database_url).render_as_string(hide_password=True)
+    database = create_database(settings)
+    try:
+        current = current_revision(database.reader)
+    except SQLAlchemyError:
+        return f"{shown}, unreachable for now (GET /readyz says when it is ready)"
+    finally:
+        database.dispose()
+    head = head_revision()
+    reason = not_migrated_reason(current, head)
+    return f"{shown} (migrated to {head})" if reason is None else f"{shown}, not migrated: {reason}"
+
+
+def startup_banner(settings: Settings) -> str:
+    """Where the server listens, what it stores into and who may ask, in plain words."""
+    base = f"http://{_browsable_host(settings.host)}:{settings.port}"
+    if settings.auth is AuthMode.off:
+        auth = 'off: no key needed, every request acts as tenant "default" (loopback only)'
+    else:
+        auth = "on: requests need an API key (context-store keys create --tenant NAME)"
+    return "\n".join(
+        [
+            f"context-store {__version__} serving at {base}"
+            f" (listening on {settings.host}:{settings.port})",
+            f"  API docs  {base}/docs",
+            f"  database  {_database_state(settings)}",
+            f"  auth      {auth}",
+            "Logs follow on standard error, one JSON object per line. Ctrl-C stops the server.",
+        ]
+    )
+
+
 @cli.command()
-def serve() -> None:
-    """Serve the API (CONTEXT_STORE_HOST and CONTEXT_STORE_PORT). Run `migrate` first.
+def serve(
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="The address to listen on. [default: CONTEXT_STORE_HOST, else 127.0.0.1]",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="The port to listen on. [default: CONTEXT_STORE_PORT, else 8000]",
+            show_default=False,
+        ),
+    ] = None,
+    banner: Annotated[
+        bool | None,
+        typer.Option(
+            "--banner/--no-banner",
+            help="Say where it serves, its database and whether auth is off, before the "
+            "logs. [default: when standard output is a terminal]",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Serve the API. Run context-store migrate first.
 
     SIGTERM stops accepting connections, lets the requests in flight finish (at most
-    CONTEXT_STORE_SHUTDOWN_GRACE_SECONDS) and exits 0. Logs are JSON lines on stderr.
+    CONTEXT_STORE_SHUTDOWN_GRACE_SECONDS) and exits 0. Logs are JSON lines on standard error.
     """
-    settings = _settings()
+    settings = _settings(host=host, port=port)
+    listening = _listen(settings)
+    if sys.stdout.isatty() if banner is None else banner:
+        typer.echo(startup_banner(settings))
+    # Imported here: the other commands start faster without the whole app.
+    from app.main import create_app
+
     # After a graceful shutdown uvicorn restores the SIGTERM handler it found and raises the
     # signal again, which Python's default handler turns into death by signal (status 143).
     # Shutting down when asked to is a success: with this handler found, serve returns, exit 0.
     signal.signal(signal.SIGTERM, _ignore_signal)
-    uvicorn.run("app.main:create_app", factory=True, **uvicorn_options(settings))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    # Ctrl-C: uvicorn shuts down gracefully, then raises the interrupt again.
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=[listening])
+    if not server.started:
+        raise typer.Exit(3)  # uvicorn's own status for a server that could not start
 
 
 @cli.command()
 def migrate() -> None:
-    """Bring the database to the current schema (alembic upgrade head)."""
+    """Bring the database to this release's schema.
+
+    Runs alembic upgrade head: each migration not yet applied, in order. Run it before serve
+    and after each upgrade of the service; running it again changes nothing.
+    """
     settings = _settings()
     configure_logging(settings.log_level.upper())
     upgrade(settings.database_url, configure_logging=False)
@@ -132,6 +271,7 @@ def list_keys(
     database = create_database(_settings())
     try:
         cursor: str | None = None
+        typer.echo("ID\tTENANT\tSCOPES\tPREFIX\tSTATE\tNAME")
         with database.read_session() as session:
             while True:
                 records, cursor = keys.list_keys(session, tenant, cursor)
@@ -211,7 +351,33 @@ def _service_error(exc: ContextStoreError | httpx.TransportError, url: str) -> t
     return _fail("\n".join(lines))
 
 
-def print_report(report: ArchiveReport) -> None:
+def _top_directory(path: str) -> str | None:
+    top, separator, _ = path.partition("/")
+    return top if separator else None
+
+
+def skipped_lines(report: ArchiveReport) -> list[str]:
+    """A line per skipped file, except that the files of a top-level directory from which
+    nothing was sent are one line per reason: a project's root pushed as a workspace should
+    not list every source file."""
+    sent = {_top_directory(item.path) for item in [*report.imported, *report.refused]}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for skipped in report.skipped:
+        top = _top_directory(skipped.path)
+        shown = f"{top}/" if top is not None and top not in sent else skipped.path
+        groups.setdefault((shown, skipped.reason), []).append(skipped.path)
+    lines = []
+    for (shown, reason), paths in sorted(groups.items()):
+        what = paths[0] if len(paths) == 1 else f"{shown} ({len(paths)} files)"
+        lines.append(f"skipped   {what}: {reason}")
+    return lines
+
+
+def _files(count: int) -> str:
+    return f"{count} file" if count == 1 else f"{count} files"
+
+
+def print_report(report: ArchiveReport, directory: Path, project: str) -> None:
     for item in report.imported:
         typer.echo(f"imported  {item.path} ({item.action})")
     for warning in report.warnings:
@@ -220,14 +386,30 @@ def print_report(report: ArchiveReport) -> None:
         typer.echo(f"refused   {refused.path}: {refused.status} {refused.title}: {refused.detail}")
         for error in refused.errors:
             typer.echo(f"            {error['path']}: {error['message']}")
-    for skipped in report.skipped:
-        typer.echo(f"skipped   {skipped.path}: {skipped.reason}")
+    for line in skipped_lines(report):
+        typer.echo(line)
+    found = len(report.imported) + len(report.refused) + len(report.skipped)
+    typer.echo(
+        f"{_files(found)} found in {directory}: {len(report.imported)} imported into project "
+        f"{project}, {len(report.refused)} refused, {len(report.skipped)} skipped"
+    )
+
+
+class NothingToPush(Exception):
+    """The directory holds no file of the layout: there is nothing to send."""
+
+    def __init__(self, skipped: list[SkippedMember]) -> None:
+        super().__init__("no file of the archive layout")
+        self.skipped = skipped
 
 
 def push_directory(store: ContextStoreClient, directory: Path, project: str) -> ArchiveReport:
     """Pack the directory's files of the layout into one archive and import it: one request,
-    so the service reports on every file at once and a failed upload changes nothing."""
+    so the service reports on every file at once and a failed upload changes nothing. The
+    files left out of the archive are among the report's skipped, with the reason."""
     packed = pack(directory)
+    if not packed.files:
+        raise NothingToPush(packed.skipped)
     archive = packed.archive
     with _progress("push") as progress:
         task = progress.add_task("push", total=len(archive), visible=False)
@@ -238,7 +420,8 @@ def push_directory(store: ContextStoreClient, directory: Path, project: str) -> 
                 sent = min(start + UPLOAD_CHUNK_BYTES, len(archive))
                 progress.update(task, completed=sent, visible=len(archive) >= LONG_TRANSFER_BYTES)
 
-        return store.import_archive(project, chunks())
+        report = store.import_archive(project, chunks())
+    return report.model_copy(update={"skipped": [*packed.skipped, *report.skipped]})
 
 
 def pull_directory(store: ContextStoreClient, directory: Path, project: str) -> list[str]:
@@ -270,14 +453,28 @@ def push(
     url: UrlOption = DEFAULT_URL,
     key: KeyOption = None,
 ) -> None:
-    """Import a workspace's files (mdan/, memory/agents/, .atari/, features/,
-    .autonomous/context/) into a project, and print what happened to each."""
+    """Import a workspace's files into a project.
+
+    The workspace holds the tools' files in the archive layout: mdan/ (the saves),
+    memory/agents/<agent>/ (the working context snapshot and the .jsonl memory files),
+    .atari/state.json and .atari/runs/<run>/state.json (each with its .backup),
+    features/<feature>/context.json, and .autonomous/context/ (the four project memory files).
+    It says what happened to each file; everything else is skipped and listed with the reason.
+    Exit status 1 when a file was refused, or when the directory holds no file of the layout.
+    """
     try:
         with ContextStoreClient(url, key) as store:
             report = push_directory(store, directory, project)
+    except NothingToPush as exc:
+        for line in skipped_lines(ArchiveReport(skipped=exc.skipped)):
+            typer.echo(line)
+        raise _fail(
+            f"nothing to push: {directory} holds no file of the archive layout "
+            "(see context-store push --help)"
+        ) from exc
     except (ContextStoreError, httpx.TransportError) as exc:
         raise _service_error(exc, url) from exc
-    print_report(report)
+    print_report(report, directory, project)
     if report.refused:
         raise typer.Exit(1)
 
@@ -291,8 +488,11 @@ def pull(
     url: UrlOption = DEFAULT_URL,
     key: KeyOption = None,
 ) -> None:
-    """Write a project's files into a workspace, in the tools' layout; each file atomically
-    (a temporary file, then a rename) with mode 0600."""
+    """Write a project's files into a workspace.
+
+    The files land in the tools' layout (see push), each written atomically (a temporary
+    file, then a rename) with mode 0600.
+    """
     try:
         with ContextStoreClient(url, key) as store:
             written = pull_directory(store, directory, project)

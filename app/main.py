@@ -8,11 +8,15 @@ from fastapi import FastAPI
 from sqlalchemy import Engine
 from starlette.middleware.gzip import GZipMiddleware
 
-from app import models  # noqa: F401  (every table registered before anything queries)
+from app import (
+    __version__,
+    models,  # noqa: F401  (every table registered before anything queries)
+)
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
 from app.core.api_docs import document_api
-from app.core.config import Settings
+from app.core.auth_off import IgnoredKeyWarningMiddleware
+from app.core.config import AuthMode, Settings
 from app.core.db import Database, create_database
 from app.core.deps import PrincipalCache
 from app.core.docs import install_docs
@@ -66,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     app = FastAPI(
         title="context-store",
-        version="0.1.0",
+        version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
         default_response_class=FastJSONResponse,
@@ -96,6 +100,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     document_problems(app)
     document_api(app, DOMAINS, PATH_EXAMPLES)
 
+    if settings.auth is AuthMode.off:
+        app.add_middleware(IgnoredKeyWarningMiddleware)
     app.add_middleware(
         GZipMiddleware,
         minimum_size=settings.gzip_minimum_bytes,

@@ -131,7 +131,8 @@ def database_url(backend: Backend) -> str:
 
 
 def make_settings(database_url: str, **overrides: object) -> Settings:
-    return Settings(database_url=database_url, auth=AuthMode.on, **overrides)  # type: ignore[arg-type]
+    values = {"database_url": database_url, "auth": AuthMode.on} | overrides
+    return Settings(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

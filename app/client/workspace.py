@@ -1,8 +1,9 @@
 """A directory the tools write to, as a project archive: pack it for a push, unpack a pull.
 
-Only the files of the layout travel. Unpacking writes each file atomically (a temporary
-file in the same directory, fsync, rename) with mode 0600, and never outside the directory:
-not through "..", an absolute name, or a symbolic link already in the directory.
+Only the files of the layout travel; packing says why it left out each of the others.
+Unpacking writes each file atomically (a temporary file in the same directory, fsync, rename)
+with mode 0600, and never outside the directory: not through "..", an absolute name, or a
+symbolic link already in the directory.
 """
 
 import os
@@ -14,26 +15,44 @@ from pathlib import Path
 from typing import IO
 
 from app.archive.layout import classify
+from app.archive.schemas import SkippedMember
 from app.formats.archive import ArchiveWriter, safe_name
 
 FILE_MODE = 0o600
+
+OUTSIDE_LAYOUT = "not a file of the archive layout"
+SYMBOLIC_LINK = "a symbolic link (push does not follow links)"
+NOT_REGULAR = "not a regular file"
 
 
 @dataclass
 class Packed:
     archive: bytes
     files: list[str]
-    ignored: list[str] = field(default_factory=list)
+    skipped: list[SkippedMember] = field(default_factory=list)
 
 
 def _walk(root: Path) -> Iterator[tuple[str, Path]]:
-    """Every regular file under ``root`` (symbolic links are not followed), relative path
-    first, in a stable order."""
+    """Everything under ``root`` but the directories walked into: files of every kind and
+    symbolic links (to directories too, which are not followed), relative path first, in a
+    stable order."""
     for directory, subdirectories, files in os.walk(root):
         subdirectories.sort()
-        for name in sorted(files):
+        links = [name for name in subdirectories if Path(directory, name).is_symlink()]
+        for name in sorted([*files, *links]):
             path = Path(directory, name)
             yield path.relative_to(root).as_posix(), path
+
+
+def _skip_reason(relative: str, path: Path) -> str | None:
+    """Why the entry stays out of the archive; None for a file of the layout."""
+    if path.is_symlink():
+        return SYMBOLIC_LINK
+    if not path.is_file():
+        return NOT_REGULAR
+    if classify(relative) is None:
+        return OUTSIDE_LAYOUT
+    return None
 
 
 def pack(root: Path) -> Packed:
@@ -41,8 +60,9 @@ def pack(root: Path) -> Packed:
     chunks: list[bytes] = []
     packed = Packed(archive=b"", files=[])
     for relative, path in _walk(root):
-        if path.is_symlink() or not path.is_file() or classify(relative) is None:
-            packed.ignored.append(relative)
+        reason = _skip_reason(relative, path)
+        if reason is not None:
+            packed.skipped.append(SkippedMember(path=relative, reason=reason))
             continue
         chunks.append(writer.add(relative, path.read_bytes(), int(path.stat().st_mtime)))
         packed.files.append(relative)

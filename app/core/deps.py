@@ -11,6 +11,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from sqlalchemy import event
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 
 from app.core.config import AuthMode, Settings
 from app.core.db import Database
@@ -81,11 +82,12 @@ _api_key_header = APIKeyHeader(
 )
 
 
-def _presented_key(request: Request) -> str | None:
-    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+def presented_key(headers: Headers) -> str | None:
+    """The API key a request sends: a bearer token, else ``X-API-Key``."""
+    scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    return request.headers.get("x-api-key") or None
+    return headers.get("x-api-key") or None
 
 
 class PrincipalCache:
@@ -148,7 +150,7 @@ def _known_principal(request: Request) -> Principal | None:
     if get_settings(request).auth is AuthMode.off:
         principal = Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES)
     else:
-        secret = _presented_key(request)
+        secret = presented_key(request.headers)
         if not secret:
             raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
         found = principal_cache(request).get(hash_key(secret))
@@ -171,7 +173,7 @@ def authenticate(request: Request) -> Principal:
     known = _known_principal(request)
     if known is not None:
         return known
-    secret = _presented_key(request)
+    secret = presented_key(request.headers)
     assert secret is not None, "_known_principal refuses a request without a key"
     cache = principal_cache(request)
     generation = cache.generation

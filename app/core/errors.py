@@ -13,13 +13,23 @@ from typing import Any
 from fastapi import FastAPI, Request, routing
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
-from sqlalchemy.exc import DataError, IntegrityError, OperationalError, StatementError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+    StatementError,
+)
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match
 
 from app.core.json import dumps
+from app.core.migrations import current_revision, not_migrated_reason
 from app.formats.errors import FormatError, MalformedDocument
 from app.formats.jsondoc import pointer as json_pointer
 from app.redaction import redact_pointer, redact_value
@@ -132,6 +142,15 @@ class ServiceUnavailable(Problem):
         super().__init__(detail, headers={"Retry-After": str(retry_after_seconds)})
 
 
+class DatabaseNotMigrated(ServiceUnavailable):
+    """The database's schema is older than this release: an operator has to migrate it."""
+
+    slug = "database-not-migrated"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, retry_after_seconds=5)
+
+
 def problem_response(problem: Problem, request: Request | None = None) -> Response:
     instance = request.url.path if request is not None else None
     return Response(
@@ -176,10 +195,12 @@ _STARLETTE_STATUS_PROBLEMS: dict[int, type[Problem]] = {
 RETRYABLE_SQLSTATES = {"40001": "serialization failure", "40P01": "deadlock"}
 
 
-def _database_problem(exc: OperationalError | PoolTimeoutError) -> Problem | None:
+def _database_problem(exc: DBAPIError | PoolTimeoutError) -> Problem | None:
     """Database errors a client should retry: SQLite's lock, pool exhaustion, lost servers."""
     if isinstance(exc, PoolTimeoutError):
         return ServiceUnavailable("The database is busy; retry shortly.")
+    if not isinstance(exc, OperationalError):
+        return None
     sqlstate = getattr(exc.orig, "sqlstate", None)
     if sqlstate in RETRYABLE_SQLSTATES:
         return ServiceUnavailable(
@@ -200,6 +221,39 @@ def _driver_message(exc: Exception) -> str:
     message = str(orig) if orig is not None else type(exc).__name__
     redacted: str = redact_value(message)
     return redacted
+
+
+# What a query answers when it names a table or column the database lacks, as it does when the
+# schema is older than the code: PostgreSQL's undefined_table and undefined_column, and SQLite's
+# messages for the same.
+_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703"})
+_MISSING_SCHEMA_MESSAGES = ("no such table", "no such column", "has no column named")
+
+
+def _names_missing_schema(exc: DBAPIError | PoolTimeoutError) -> bool:
+    if not isinstance(exc, DBAPIError):
+        return False
+    if getattr(exc.orig, "sqlstate", None) in _MISSING_SCHEMA_SQLSTATES:
+        return True
+    message = str(exc.orig).lower()
+    return any(text in message for text in _MISSING_SCHEMA_MESSAGES)
+
+
+async def _not_migrated_problem(
+    request: Request, exc: DBAPIError | PoolTimeoutError
+) -> Problem | None:
+    """503 naming `context-store migrate` when a query missed a table or column because the
+    database is behind this release. The database is asked which migration it is at, so that
+    a missing table in a migrated database stays the server fault it is."""
+    if not _names_missing_schema(exc):
+        return None
+    state = request.app.state
+    try:
+        current = await run_in_threadpool(current_revision, state.database.reader)
+    except SQLAlchemyError:
+        return None
+    reason = not_migrated_reason(current, state.migration_head)
+    return None if reason is None else DatabaseNotMigrated(reason)
 
 
 def allowed_methods(request: Request) -> str:
@@ -253,8 +307,8 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     async def on_database(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, OperationalError | PoolTimeoutError)
-        problem = _database_problem(exc)
+        assert isinstance(exc, DBAPIError | PoolTimeoutError)
+        problem = await _not_migrated_problem(request, exc) or _database_problem(exc)
         if problem is None:
             return await on_unexpected(request, exc)
         log.warning("database unavailable on %s: %s", request.url.path, _driver_message(exc))
@@ -290,6 +344,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(IntegrityError, on_integrity)
     app.add_exception_handler(OperationalError, on_database)
+    app.add_exception_handler(ProgrammingError, on_database)
     app.add_exception_handler(PoolTimeoutError, on_database)
     app.add_exception_handler(StatementError, on_unstorable)
     app.add_exception_handler(ClientDisconnect, on_disconnect)

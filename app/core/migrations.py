@@ -4,7 +4,9 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import Engine
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,3 +34,18 @@ def upgrade(database_url: str, revision: str = "head", *, configure_logging: boo
 
 def downgrade(database_url: str, revision: str) -> None:
     command.downgrade(alembic_config(database_url), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The migration the database is at; None when it was never migrated. Raises
+    SQLAlchemyError when the database cannot be reached."""
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def not_migrated_reason(current: str | None, head: str) -> str | None:
+    """What to tell someone whose database is not at this release's schema (None when it is)."""
+    if current == head:
+        return None
+    found = "has never been migrated" if current is None else f"is at migration {current!r}"
+    return f"The database {found}; this release needs {head!r}. Run `context-store migrate`."

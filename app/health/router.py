@@ -1,10 +1,10 @@
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.deps import get_database
-from app.core.errors import ServiceUnavailable
+from app.core.errors import DatabaseNotMigrated, ServiceUnavailable
+from app.core.migrations import current_revision, not_migrated_reason
 
 router = APIRouter(tags=["operations"])
 
@@ -31,14 +31,12 @@ def readyz(request: Request) -> Readiness:
     head: str = request.app.state.migration_head
     database = get_database(request)
     try:
-        with database.reader.connect() as connection:
-            current = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+        current = current_revision(database.reader)
     except SQLAlchemyError as exc:
-        raise ServiceUnavailable("The database is unreachable or not migrated.", 5) from exc
-    if current != head:
-        raise ServiceUnavailable(
-            f"The database is at migration {current!r}; this release needs {head!r}.", 5
-        )
+        raise ServiceUnavailable("The database is unreachable.", 5) from exc
+    reason = not_migrated_reason(current, head)
+    if reason is not None:
+        raise DatabaseNotMigrated(reason)
     return Readiness(status="ok", database=database.reader.dialect.name, migration=head)
 
 

@@ -13,12 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.cli import pull_directory, push_directory
+from app.cli import print_report, pull_directory, push_directory
 from app.client import ContextStoreClient
 from app.client.workspace import OutsideDirectory, pack, target_path, unpack
 from tests.helpers import workspace_files
 
 CLI = [sys.executable, "-m", "app"]
+OUTSIDE = "not a file of the archive layout"
+LINK = "a symbolic link (push does not follow links)"
 
 
 def _write_workspace(root: Path, files: dict[str, bytes]) -> None:
@@ -66,13 +68,21 @@ def test_pull_replaces_files_in_place(client, project, tmp_path):
     assert (target / "keep.txt").read_bytes() == b"mine"
 
 
-def test_pack_takes_only_files_of_the_layout_and_no_links(tmp_path):
+def test_pack_takes_only_files_of_the_layout_and_says_why_it_skips_the_rest(tmp_path):
     _write_workspace(tmp_path, {".atari/state.json": b"{}", "other/file.json": b"{}"})
     (tmp_path / "features" / "f").mkdir(parents=True)
     (tmp_path / "features" / "f" / "context.json").symlink_to(tmp_path / ".atari/state.json")
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "agents").symlink_to(tmp_path / "other", target_is_directory=True)
+    os.mkfifo(tmp_path / "mdan-save-1.json")
     packed = pack(tmp_path)
     assert packed.files == [".atari/state.json"]
-    assert sorted(packed.ignored) == ["features/f/context.json", "other/file.json"]
+    assert sorted((skipped.path, skipped.reason) for skipped in packed.skipped) == [
+        ("features/f/context.json", LINK),
+        ("mdan-save-1.json", "not a regular file"),
+        ("memory/agents", LINK),
+        ("other/file.json", OUTSIDE),
+    ]
 
 
 def _archive(*members: tuple[str, bytes, bytes]) -> io.BytesIO:
@@ -149,7 +159,8 @@ def test_the_commands_against_a_running_server(tmp_path):
         _write_workspace(tmp_path / "src", files)
         pushed = subprocess.run([*CLI, "push", str(tmp_path / "src"), "--project", "demo"], **run)
         assert pushed.returncode == 0, pushed.stderr
-        assert pushed.stdout.count("imported") == len(files)
+        imported = [line for line in pushed.stdout.splitlines() if line.startswith("imported ")]
+        assert len(imported) == len(files)
         pulled = subprocess.run([*CLI, "pull", str(tmp_path / "dst"), "--project", "demo"], **run)
         assert pulled.returncode == 0, pulled.stderr
         assert _files_under(tmp_path / "dst") == files
@@ -181,3 +192,51 @@ def test_push_to_a_server_that_is_not_there_says_so(tmp_path):
     )
     assert result.returncode == 1
     assert "cannot reach" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_push_says_what_it_found_imported_skipped_and_why(client, project, tmp_path, capsys):
+    files = workspace_files()
+    source = tmp_path / "project"
+    outside = {"README.md": b"#", "notes/todo.txt": b"-", "features/f1/notes.md": b"-"}
+    sources = {f"src/module_{n}.py": b"pass" for n in range(3)}
+    _write_workspace(source, files | outside | sources)
+    _write_workspace(source, {"features/broken/context.json": b"{"})
+    report = push_directory(ContextStoreClient(http=client), source, project)
+    print_report(report, source, project)
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("imported  ") for line in lines) == len(files)
+    assert "refused   features/broken/context.json: 400 Bad Request: " in "\n".join(lines)
+    for name in outside:
+        assert f"skipped   {name}: {OUTSIDE}" in lines
+    # A directory none of whose files is in the layout is one line, not one per file.
+    assert f"skipped   src/ (3 files): {OUTSIDE}" in lines
+    assert not any("module_" in line for line in lines)
+    found = len(files) + len(outside) + len(sources) + 1
+    assert lines[-1] == (
+        f"{found} files found in {source}: {len(files)} imported into project {project}, "
+        f"1 refused, {len(outside) + len(sources)} skipped"
+    )
+
+
+def test_push_of_a_directory_holding_nothing_it_knows_says_so(tmp_path):
+    """Without asking the service (there is none here): nothing is sent."""
+    environment = os.environ | {"CONTEXT_STORE_URL": f"http://127.0.0.1:{_free_port()}"}
+    (tmp_path / "empty").mkdir()
+    _write_workspace(tmp_path / "elsewhere", {"state.json": b"{}", "notes/a.txt": b"-"})
+    for directory, skipped in (
+        ("empty", []),
+        ("elsewhere", [f"skipped   notes/a.txt: {OUTSIDE}", f"skipped   state.json: {OUTSIDE}"]),
+    ):
+        result = subprocess.run(
+            [*CLI, "push", str(tmp_path / directory), "--project", "demo"],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 1
+        assert result.stdout.splitlines() == skipped
+        assert f"nothing to push: {tmp_path / directory} holds no file of the archive layout" in (
+            result.stderr
+        )
+        assert "cannot reach" not in result.stderr and "Traceback" not in result.stderr

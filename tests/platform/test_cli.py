@@ -1,7 +1,10 @@
 """The ``context-store`` command, run as a user runs it."""
 
+import importlib.metadata
+import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -13,9 +16,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import typer
+from typer.core import TyperGroup
+from typer.testing import CliRunner
 
+from app.cli import cli
+from app.core.migrations import head_revision
 from tests.conftest import client_for
-from tests.helpers import python_indent2, seed_save
+from tests.helpers import assert_problem, python_indent2, seed_save
 
 CLI = [sys.executable, "-m", "app"]
 
@@ -237,3 +245,249 @@ def test_sigterm_cancels_what_outlasts_the_grace_period_and_still_exits_0(tmp_pa
     assert not any(response.is_success for response in upload.responses)
     messages = [str(line["message"]) for line in _log_lines(log)]
     assert any("timeout graceful shutdown exceeded" in message for message in messages)
+
+
+# The first ten minutes: what a newcomer meets, run as they run it.
+
+ROOT = Path(__file__).resolve().parents[2]
+MAKE_ENVIRONMENT = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+
+
+class Console:
+    """A process whose standard output and error are read as one console, line by line."""
+
+    def __init__(self, command: list[str], **env: str) -> None:
+        environment = {k: v for k, v in os.environ.items() if k not in MAKE_ENVIRONMENT} | env
+        self.process = subprocess.Popen(
+            command,
+            env=environment,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # its own process group: make and the server it starts
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_until_healthy(self, port: int) -> None:
+        def healthy() -> bool:
+            assert self.process.poll() is None, "\n".join(self.lines)
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        _wait_for(healthy, "the server to answer")
+
+    def stop(self, signal_number: int = signal.SIGTERM) -> int:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal_number)
+        status = self.process.wait(timeout=30)
+        self.reader.join(timeout=30)
+        return status
+
+
+def _is_json(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
+def _first_curl_example() -> str:
+    """The README's first shell block that calls the API, as a newcomer would paste it."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.DOTALL)
+    return next(block for block in blocks if "curl " in block)
+
+
+def test_make_run_says_where_it_serves_and_the_readme_example_works_as_is(tmp_path):
+    """`make run` (its install step taken as done), then the README's first curl example."""
+    port = _free_port()
+    database = tmp_path / "data" / "context-store.db"
+    prefix = Path(sys.prefix)
+    console = Console(
+        ["make", "-s", f"VENV={prefix}", "-o", str(prefix / ".installed-service"), "run"],
+        CONTEXT_STORE_DATABASE_URL=f"sqlite:///{database}",
+        CONTEXT_STORE_PORT=str(port),
+    )
+    try:
+        console.wait_until_healthy(port)
+        example = _first_curl_example()
+        assert "Authorization" not in example and "KEY" not in example
+        example = example.replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", example],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        assert console.stop() in (0, -signal.SIGTERM, 2)
+    assert ran.returncode == 0, ran.stderr
+    assert '"filename":"mdan-save-1705314225.json"' in ran.stdout, ran.stdout
+    downloaded = json.loads((tmp_path / "mdan-save-1705314225.json").read_bytes())
+    assert downloaded["version"] == "1.0"
+
+    first_json = next(i for i, line in enumerate(console.lines) if _is_json(line))
+    banner = "\n".join(console.lines[:first_json])
+    assert f"http://127.0.0.1:{port}" in banner, console.lines
+    assert f"http://127.0.0.1:{port}/docs" in banner
+    assert str(database) in banner and f"(migrated to {head_revision()})" in banner
+    assert re.search(r"auth\s+off", banner), banner
+
+
+def test_make_run_installs_the_service_without_the_test_tools():
+    def commands(target: str) -> str:
+        environment = {k: v for k, v in os.environ.items() if k not in MAKE_ENVIRONMENT}
+        listed = subprocess.run(
+            ["make", "-n", "-B", target],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return listed.stdout
+
+    run = commands("run")
+    assert re.search(r"pip install .*-e \.(\s|$)", run, flags=re.MULTILINE), run
+    assert "[dev]" not in run and "pytest" not in run
+    assert "-e '.[dev]'" in commands("test")
+
+
+def test_serve_on_a_busy_port_names_the_setting_to_change(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, env in (
+            (["serve"], {"CONTEXT_STORE_PORT": str(port)}),
+            (["serve", "--port", str(port)], {}),
+        ):
+            result = _run(args, _migrated_sqlite(tmp_path), CONTEXT_STORE_AUTH="off", **env)
+            assert result.returncode == 1, result
+            assert f"127.0.0.1:{port}" in result.stderr and "in use" in result.stderr
+            assert "--port" in result.stderr and "CONTEXT_STORE_PORT" in result.stderr
+            assert "Traceback" not in result.stderr and not _is_json(result.stderr)
+
+
+def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
+    port = _free_port()
+    console = Console(
+        [*CLI, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        CONTEXT_STORE_DATABASE_URL=_migrated_sqlite(tmp_path),
+        CONTEXT_STORE_AUTH="off",
+        CONTEXT_STORE_HOST="localhost",
+        CONTEXT_STORE_PORT="1",  # not where it listens: the option wins
+    )
+    try:
+        console.wait_until_healthy(port)
+    finally:
+        # Ctrl-C, as in a terminal: a graceful stop, status 0, no traceback.
+        assert console.stop(signal.SIGINT) == 0, console.lines
+    assert "Shutting down" in "\n".join(console.lines)
+    assert not any("Traceback" in line or "Aborted" in line for line in console.lines)
+    refused = _run(
+        ["serve", "--host", "0.0.0.0"], f"sqlite:///{tmp_path / 'x.db'}", CONTEXT_STORE_AUTH="off"
+    )
+    assert refused.returncode != 0 and "loopback" in refused.stderr
+
+
+def test_serve_on_an_unmigrated_database_says_so_and_answers_503_naming_migrate(backend):
+    port = _free_port()
+    console = Console(
+        [*CLI, "serve", "--banner", "--port", str(port)],
+        CONTEXT_STORE_DATABASE_URL=backend.new_database_url(),
+        CONTEXT_STORE_AUTH="off",
+    )
+    try:
+        console.wait_until_healthy(port)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/projects/demo/saves",
+            content=python_indent2(seed_save()),
+            headers={"Content-Type": "application/json"},
+        )
+    finally:
+        assert console.stop() == 0
+    problem = assert_problem(response, 503)
+    assert "context-store migrate" in problem["detail"]
+    banner = "\n".join(console.lines)
+    assert "not migrated" in banner and "context-store migrate" in banner
+
+
+def test_a_key_sent_to_a_server_with_auth_off_is_flagged(tmp_path):
+    port, log = _free_port(), tmp_path / "server.log"
+    server = _serve(_migrated_sqlite(tmp_path), port, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        plain = httpx.get(f"{base}/v1/projects")
+        keyed = [
+            httpx.get(f"{base}/v1/projects", headers={"Authorization": "Bearer cs_mine"}),
+            httpx.get(f"{base}/v1/projects", headers={"X-API-Key": "cs_mine"}),
+        ]
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert plain.status_code == 200 and "warning" not in plain.headers
+    for response in keyed:
+        assert response.status_code == 200
+        assert response.headers["warning"].startswith('299 - "')
+        assert "auth" in response.headers["warning"].lower()
+    warnings = [line for line in _log_lines(log) if line["level"] == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert "CONTEXT_STORE_AUTH=off" in str(warnings[0]["message"])
+    assert "cs_mine" not in log.read_text()
+
+
+def _commands(group: TyperGroup, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    yield path
+    for name, command in group.commands.items():
+        if isinstance(command, TyperGroup):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name)
+
+
+def test_every_help_reads_cleanly():
+    """No markup left over from docstrings, and no line broken early where its source line
+    ended: at 80 columns each line of a paragraph is filled before the next begins."""
+    group = typer.main.get_command(cli)
+    assert isinstance(group, TyperGroup)
+    paths = list(_commands(group))
+    assert ("keys", "list") in paths and ("serve",) in paths
+    for path in paths:
+        shown = CliRunner().invoke(cli, [*path, "--help"], env={"COLUMNS": "80"})
+        assert shown.exit_code == 0, shown.output
+        assert "``" not in shown.output, shown.output
+        for paragraph in re.split(r"\n\s*\n", shown.output):
+            lines = [line.rstrip() for line in paragraph.strip("\n").splitlines()]
+            if not lines or lines[0].endswith(":") or lines[0].lstrip().startswith("╭"):
+                continue  # a table of options, arguments or commands
+            for line, following in itertools.pairwise(lines):
+                next_word = following.split()[0] if following.split() else ""
+                # Every formatter wraps at 76 columns or more here: a line that had room for
+                # the next word with columns to spare was broken by its source.
+                assert len(line) + 1 + len(next_word) > 70, f"{' '.join(path)} --help:\n{paragraph}"
+
+
+def test_version():
+    shown = _run(["--version"], "sqlite://")
+    assert shown.returncode == 0
+    assert shown.stdout.strip() == f"context-store {importlib.metadata.version('context-store')}"
+
+
+def test_keys_list_starts_with_a_header_row(app, database_url, tenant):
+    _run(["keys", "create", "--tenant", tenant, "--scopes", "read", "--name", "ci"], database_url)
+    listed = _run(["keys", "list", "--tenant", tenant], database_url).stdout.splitlines()
+    assert listed[0].split() == ["ID", "TENANT", "SCOPES", "PREFIX", "STATE", "NAME"]
+    assert listed[1].split("\t")[1:3] == [tenant, "read"] and listed[1].endswith("ci")

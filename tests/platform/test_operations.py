@@ -2,12 +2,17 @@
 
 import re
 
+import httpx
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
 
 from app import openapi
+from app.core.config import AuthMode
+from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import make_settings
-from tests.helpers import import_save, seed_save
+from tests.helpers import assert_problem, import_save, seed_save
+from tests.platform.world import World, api_routes, send
 
 
 def test_healthz_needs_no_key(app):
@@ -28,6 +33,57 @@ def test_readyz_is_503_on_an_unmigrated_database(backend):
         assert response.status_code == 503
         assert response.headers["content-type"].startswith("application/problem+json")
         assert response.headers["retry-after"]
+        assert "context-store migrate" in response.json()["detail"]
+
+
+def _assert_names_migrate(response: httpx.Response) -> None:
+    problem = assert_problem(response, 503)
+    assert problem["type"] == "urn:context-store:problem:database-not-migrated", problem
+    assert "context-store migrate" in problem["detail"], problem
+    assert response.headers["retry-after"]
+
+
+def test_every_route_on_an_unmigrated_database_answers_503_naming_migrate(backend):
+    """Each route's own queries (auth off, so that no key lookup answers first)."""
+    app = create_app(make_settings(backend.new_database_url(), auth=AuthMode.off))
+    world = World(project="demo", save_id=1, key_id="0123456789abcdef")
+    with TestClient(app) as unmigrated:
+        for route in api_routes(app):
+            response = send(unmigrated, world, route)
+            assert response.status_code == 503, (route, response.text)
+            _assert_names_migrate(response)
+
+
+def test_a_key_on_an_unmigrated_database_answers_503_naming_migrate(backend):
+    with TestClient(create_app(make_settings(backend.new_database_url()))) as unmigrated:
+        _assert_names_migrate(
+            unmigrated.get("/v1/projects", headers={"Authorization": "Bearer cs_unknown"})
+        )
+
+
+def test_a_table_missing_from_a_migrated_database_is_a_server_error_not_a_migration(backend):
+    url = backend.new_database_url()
+    upgrade(url)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP TABLE feature_handovers"))
+    engine.dispose()
+    with TestClient(create_app(make_settings(url, auth=AuthMode.off))) as broken:
+        created = broken.post("/v1/projects/demo/features", json={"feature_id": "f"})
+        assert created.status_code == 201, created.text
+        response = broken.get("/v1/projects/demo/handovers")
+        assert assert_problem(response, 500)["type"] == "urn:context-store:problem:internal-error"
+
+
+def test_a_database_one_migration_behind_answers_503_naming_migrate(backend):
+    url = backend.new_database_url()
+    upgrade(url, "0001")
+    with TestClient(create_app(make_settings(url, auth=AuthMode.off))) as behind:
+        # 0001 has saves but not feature contexts.
+        assert import_save(behind, "demo", seed_save()).status_code == 201
+        response = behind.post("/v1/projects/demo/features", json={"feature_id": "f"})
+        _assert_names_migrate(response)
+        assert "0001" in response.json()["detail"]
 
 
 def test_readyz_is_503_when_the_database_is_unreachable():
