@@ -52,14 +52,17 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    if app.state.settings.fingerprint_key is None:
+    settings = app.state.settings
+    database = create_database(settings)
+    app.state.database = database
+    # Made (or read from its file, beside the database) at start, not by a request.
+    settings.fingerprint_secret  # noqa: B018
+    if settings.fingerprint_key is None and settings.fingerprint_key_file is None:
         log.warning(
             "CONTEXT_STORE_FINGERPRINT_KEY is not set: this process drew its own key, so an "
             "Idempotency-Key retry sent after a restart or to another replica is refused as "
             "a different request"
         )
-    database = create_database(app.state.settings)
-    app.state.database = database
     try:
         yield
     finally:

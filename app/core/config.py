@@ -1,13 +1,16 @@
 """Settings, read from the environment with the prefix ``CONTEXT_STORE_``."""
 
 import ipaddress
+import os
 import secrets
+import tempfile
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
 
 MIB = 1024 * 1024
 MIN_FINGERPRINT_KEY_CHARS = 32
@@ -53,7 +56,9 @@ class Settings(BaseSettings):
     # hold secrets the service redacts; a plain digest of them would let anyone holding the
     # database test a guessed secret. Every replica must share it and it must outlive
     # restarts (a changed key makes a retry look like another request): set it where the
-    # other secrets of the deployment live. Unset, each process draws one at start.
+    # other secrets of the deployment live. Unset, a SQLite database keeps one in a file beside
+    # it (``<database>.fingerprint-key``, mode 0600: not in the database, so a copy of the
+    # database alone cannot test guesses); any other database's process draws its own.
     fingerprint_key: SecretStr | None = None
     # PostgreSQL pool per process; SQLite always gets exactly one writer connection.
     db_pool_size: int = Field(default=10, ge=1)
@@ -91,10 +96,22 @@ class Settings(BaseSettings):
         return key
 
     @cached_property
+    def fingerprint_key_file(self) -> str | None:
+        """Where the key lives when none is set: beside a SQLite database file."""
+        if self.fingerprint_key is not None:
+            return None
+        url = make_url(self.database_url)
+        if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+            return None
+        return f"{url.database}.fingerprint-key"
+
+    @cached_property
     def fingerprint_secret(self) -> bytes:
-        if self.fingerprint_key is None:
+        if self.fingerprint_key is not None:
+            return self.fingerprint_key.get_secret_value().encode()
+        if self.fingerprint_key_file is None:
             return secrets.token_bytes(32)
-        return self.fingerprint_key.get_secret_value().encode()
+        return _key_in_file(self.fingerprint_key_file)
 
     @model_validator(mode="after")
     def refuse_open_unauthenticated(self) -> "Settings":
@@ -107,3 +124,29 @@ class Settings(BaseSettings):
     @cached_property
     def is_sqlite(self) -> bool:
         return self.database_url.startswith("sqlite")
+
+
+def _key_in_file(path: str) -> bytes:
+    """The key kept in ``path``, made (32 random bytes, hex, mode 0600) when there is none.
+    The file appears whole or not at all (written aside, then linked into place), so that
+    processes starting together agree on one key."""
+    try:
+        with open(path, "rb") as existing:
+            key = existing.read().strip()
+    except FileNotFoundError:
+        key = secrets.token_hex(32).encode()
+        descriptor, aside = tempfile.mkstemp(dir=os.path.dirname(path) or ".")
+        try:
+            with os.fdopen(descriptor, "wb") as written:
+                written.write(key + b"\n")
+                written.flush()
+                os.fsync(written.fileno())
+            os.link(aside, path)
+        except FileExistsError:
+            return _key_in_file(path)
+        finally:
+            os.unlink(aside)
+        return key
+    if len(key) < MIN_FINGERPRINT_KEY_CHARS:
+        raise ValueError(f"{path} holds no usable key: delete it, or set the key")
+    return key

@@ -94,11 +94,37 @@ FEATURE_SUMMARY = {
 }
 CONTEXT_FILE = Reply("`context.json` exactly as sdd-unified writes it.", CONTEXT)
 
+# The start of the task graph sdd-unified's orchestrator keeps in `workflow.json`.
+WORKFLOW: dict[str, Any] = {
+    "init": {
+        "command": "sdd-feature-init --task_id=init",
+        "status": "COMPLETED",
+        "dependencies": [],
+    },
+    "define-requirements": {
+        "command": "sdd-ba-define-requirements --task_id=define-requirements",
+        "status": "COMPLETED",
+        "dependencies": ["init"],
+    },
+    "design-l1": {
+        "command": "sdd-architect-design-l1 --task_id=design-l1",
+        "status": "PENDING",
+        "dependencies": ["define-requirements"],
+    },
+}
+WORKFLOW_SUMMARY = {
+    "feature_id": "checkout-flow",
+    "size_bytes": 412,
+    "created_at": "2025-10-16T07:00:00Z",
+    "updated_at": "2025-10-16T08:00:00Z",
+}
+
 DOCS = DomainDocs(
     Tag(
         "features",
         "sdd-unified's feature contexts: `features/<feature>/context.json` (phases, handover "
-        "notes, review iterations and the circuit breaker its orchestrator reads).",
+        "notes, review iterations and the circuit breaker its orchestrator reads), and the task "
+        "graph beside it, `features/<feature>/workflow.json`.",
     ),
     {
         f"POST {PREFIX}/features": Operation(
@@ -133,6 +159,18 @@ DOCS = DomainDocs(
         ),
         f"DELETE {FEATURE}/context": Operation(
             "Delete a feature", {204: Reply("Deleted, with its handovers.")}
+        ),
+        f"GET {FEATURE}/workflow": Operation(
+            "Download a feature's workflow.json",
+            {200: Reply("`workflow.json` exactly as it was stored.", WORKFLOW)},
+        ),
+        f"PUT {FEATURE}/workflow": Operation(
+            "Store a feature's workflow.json",
+            {200: Reply("Replaced.", WORKFLOW_SUMMARY), 201: Reply("Created.", WORKFLOW_SUMMARY)},
+            body=WORKFLOW,
+        ),
+        f"DELETE {FEATURE}/workflow": Operation(
+            "Delete a feature's workflow.json", {204: Reply("Deleted.")}
         ),
         f"POST {FEATURE}/handovers": Operation(
             "Append a handover note",

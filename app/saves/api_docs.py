@@ -146,7 +146,7 @@ DOCS = DomainDocs(
             {
                 201: Reply(
                     "Stored. `Location` is the save's URL; `warnings` name each field given its "
-                    "default, `redactions` count the secrets replaced.",
+                    "default, `redactions` count the secrets replaced, `redacted` says where.",
                     {
                         "id": 1,
                         "filename": "mdan-save-1705314225.json",
@@ -154,6 +154,7 @@ DOCS = DomainDocs(
                         "size_bytes": 3010,
                         "warnings": [],
                         "redactions": {},
+                        "redacted": [],
                         "pruned": 0,
                     },
                 )

@@ -8,6 +8,7 @@ The saves are the golden workspace's, written by ``tests/formats/generators/mdan
 
 import hashlib
 import json
+import stat
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from sqlalchemy import Engine, MetaData, select
 from app.cli import pull_directory, push_directory
 from app.client import ContextStoreClient
 from app.core.config import Settings
+from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import GOLDEN, assert_problem, import_save, seed_save, tar_gz, untar
@@ -266,3 +268,26 @@ def test_a_short_fingerprint_key_is_refused():
         Settings(fingerprint_key="too-short")
     # docker-compose passes an unset variable on as "": unset, not a short key.
     assert Settings(fingerprint_key="").fingerprint_key is None
+
+
+def test_without_a_key_a_sqlite_server_keeps_one_beside_its_database(tmp_path, project):
+    """`make run` sets no key: a retry after a restart is still recognised, because the key is
+    kept in a file beside the SQLite database (mode 0600), never in the database."""
+    database_url = f"sqlite:///{tmp_path / 'store.db'}"
+    upgrade(database_url)
+    request = {
+        "content": _golden(SECRET_NAME),
+        "headers": {"Content-Type": "application/json", "Idempotency-Key": "retry-me"},
+    }
+    responses = []
+    for _restart in range(2):
+        application = create_app(make_settings(database_url))
+        with TestClient(application):
+            server = client_for(application, create_key(application, "t-restart-" + project))
+            responses.append(server.post(f"/v1/projects/{project}/saves", **request))
+    first, retried = responses
+    assert first.status_code == retried.status_code == 201
+    assert retried.headers["idempotent-replayed"] == "true"
+    key_file = tmp_path / "store.db.fingerprint-key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key_file.read_bytes().strip() not in (tmp_path / "store.db").read_bytes()
