@@ -21,6 +21,7 @@ from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.features.repository import FeatureRepository, HandoverRepository, WorkflowRepository
 from app.formats import feature_context, feature_workflow, jsondoc
 from app.projects.service import project_id, touch_project
+from app.redaction import Redactions
 
 
 def _now_text() -> str:
@@ -187,7 +188,11 @@ def put_workflow(
     """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
     same. It needs no context: the orchestrator reads workflow.json before it creates
     context.json."""
-    feature_workflow.check(raw)
+    document = feature_workflow.parse(raw)
+    found = Redactions()
+    redaction.for_storage(document, found)
+    if found.sites:
+        raw = feature_workflow.render(document)
     project_key = touch_project(session, tenant, project)
     repository = WorkflowRepository(session)
     workflow = repository.get(project_key, feature_id, for_update=True)

@@ -113,3 +113,27 @@ def test_features_and_tenants_are_apart(client, other_client, project):
 
 def test_a_bad_feature_name_is_a_422(client, project):
     assert_problem(_put(client, project, _golden(), feature="-bad"), 422)
+
+
+def test_a_secret_in_a_workflow_is_stored_redacted_and_the_file_stays_json(client, project, engine):
+    workflow = json.loads(_golden())
+    secret = "sk-proj-Zq7Xw2Lm9Rt4Vb8Nc3Kd6Hs1Pq5Ty0Wx"
+    workflow["deploy"] = {"command": f"deploy --token {secret}", "password": "hunter2-staging"}
+    assert _put(client, project, python_indent2(workflow)).status_code == 201
+    exported = client.get(_url(project)).content
+    assert secret.encode() not in exported and b"hunter2-staging" not in exported
+    assert json.loads(exported)["deploy"]["command"].startswith("deploy --token [REDACTED:")
+    with engine.connect() as connection:
+        stored = connection.exec_driver_sql("SELECT content FROM feature_workflows").all()
+    assert not any(secret.encode() in bytes(row[0]) for row in stored)
+
+
+def test_a_workflow_whose_secret_is_a_list_or_escaped_stays_json_and_loses_it(client, project):
+    workflow = {
+        "t1": {"api_key": ["sk-proj-Zq7Xw2Lm9Rt4Vb8Nc3Kd6Hs1Pq5Ty0Wx"]},
+        "t2": {"password": "\\u00e9x"},
+    }
+    assert _put(client, project, python_indent2(workflow)).status_code == 201
+    exported = client.get(_url(project)).content
+    assert json.loads(exported)["t2"]["password"].startswith("[REDACTED:")
+    assert b"sk-proj-Zq7" not in exported
