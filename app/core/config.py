@@ -53,8 +53,9 @@ class Settings(BaseSettings):
     # a SIGKILL; give them more than this (compose sets stop_grace_period: 30s).
     shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # How long a server remembers who an API key stands for (0: ask the database every time).
-    # A revoke through the API applies at once; through the command line, within this.
+    # How long a server remembers who an API key stands for (0: look the key up every time).
+    # Not whether it is revoked: every request checks that in its own first transaction, so a
+    # revoke applies at once on every process, through the API or the command line.
     auth_cache_seconds: float = Field(default=5.0, ge=0)
 
     @field_validator("database_url")
