@@ -85,10 +85,11 @@ _api_key_header = APIKeyHeader(
 
 
 def _presented_key(request: Request) -> str | None:
+    """The key of either header, without surrounding whitespace (keys never hold any)."""
     scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    return request.headers.get("x-api-key") or None
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 class PrincipalCache:

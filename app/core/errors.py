@@ -65,6 +65,10 @@ class Problem(Exception):
             body["instance"] = instance
         if self.errors:
             body["errors"] = self.errors
+        elif self.status == 422:
+            # The contract: every 422 says where. One that cannot name a field (the database
+            # refused a value) points at the whole request.
+            body["errors"] = [FieldError("", self.detail)]
         body.update(self.extensions)
         return body
 

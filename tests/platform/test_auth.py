@@ -34,6 +34,17 @@ def test_x_api_key_header_is_accepted(app: FastAPI, tenant):
     assert response.status_code == 200
 
 
+@pytest.mark.parametrize("padding", [" ", "\t", "  \t "])
+def test_both_key_headers_ignore_surrounding_whitespace(app: FastAPI, tenant, padding):
+    key = create_key(app, tenant, Scope.read)
+    anonymous = client_for(app, None)
+    for headers in (
+        {"X-API-Key": f"{padding}{key}{padding}"},
+        {"Authorization": f"Bearer {padding}{key}{padding}"},
+    ):
+        assert anonymous.get("/v1/projects", headers=headers).status_code == 200, headers
+
+
 def test_keys_are_stored_hashed(app: FastAPI, engine, tenant):
     key = create_key(app, tenant)
     with engine.connect() as connection:
@@ -102,6 +113,14 @@ def test_admin_routes_need_the_admin_scope(app: FastAPI, tenant):
 def test_admin_cannot_revoke_another_tenants_key(client, other_client):
     other_key = other_client.post("/v1/admin/keys", json={"scopes": ["read"]}).json()
     assert_problem(client.delete(f"/v1/admin/keys/{other_key['id']}"), 404)
+
+
+def test_a_key_for_another_tenant_cannot_be_asked_for(client, tenant):
+    """The tenant is the caller's own; a field naming one is refused, not silently ignored."""
+    response = client.post("/v1/admin/keys", json={"scopes": ["read"], "tenant": "t-other"})
+    body = assert_problem(response, 422)
+    assert [error["path"] for error in body["errors"]] == ["/tenant"]
+    assert [key["tenant"] for key in client.get("/v1/admin/keys").json()["items"]] == [tenant]
 
 
 def test_unknown_scope_is_a_422(client):
