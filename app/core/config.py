@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     # Saves and archives carry whole agent histories; everything else is small.
     max_body_bytes: int = Field(default=4 * MIB, ge=1)
     max_bulk_body_bytes: int = Field(default=64 * MIB, ge=1)
+    # A request's line and headers together (`serve` answers 431 beyond it). Keys and request
+    # ids are short; this leaves room for what proxies add, and bounds what a client can make
+    # the server hold before a request even starts.
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096)
     # zlib level for gzip responses. Starlette's default of 9 costs ~15x level 1 on
     # large documents for a few percent of size (see the README's figures).
     gzip_level: int = Field(default=5, ge=1, le=9)
