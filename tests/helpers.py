@@ -45,11 +45,16 @@ def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
     assert response.status_code == status, response.text
     assert response.headers["content-type"].startswith("application/problem+json")
     body: dict[str, Any] = response.json()
+    text = response.text
     assert body["status"] == status
     assert body["type"].startswith("urn:context-store:problem:")
     assert isinstance(body["title"], str) and body["title"]
     assert isinstance(body["detail"], str) and body["detail"]
-    text = response.text
+    if status == 422:  # the contract: a 422 always says where, whichever route refused
+        errors = body.get("errors")
+        assert errors, f"a 422 without errors: {text}"
+        for error in errors:
+            assert isinstance(error["path"], str) and error["message"], text
     for leak in ("Traceback", 'File "', "sqlalchemy", "psycopg", "SELECT ", "INSERT "):
         assert leak not in text, f"{leak!r} leaked into a problem: {text}"
     return body

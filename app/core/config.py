@@ -40,6 +40,10 @@ class Settings(BaseSettings):
     # Saves and archives carry whole agent histories; everything else is small.
     max_body_bytes: int = Field(default=4 * MIB, ge=1)
     max_bulk_body_bytes: int = Field(default=64 * MIB, ge=1)
+    # A request's line and headers together (`serve` answers 431 beyond it). Keys and request
+    # ids are short; this leaves room for what proxies add, and bounds what a client can make
+    # the server hold before a request even starts.
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096)
     # zlib level for gzip responses. Starlette's default of 9 costs ~15x level 1 on
     # large documents for a few percent of size (see the README's figures).
     gzip_level: int = Field(default=5, ge=1, le=9)
@@ -69,8 +73,9 @@ class Settings(BaseSettings):
     # a SIGKILL; give them more than this (compose sets stop_grace_period: 30s).
     shutdown_grace_seconds: float = Field(default=20.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    # How long a server remembers who an API key stands for (0: ask the database every time).
-    # A revoke through the API applies at once; through the command line, within this.
+    # How long a server remembers who an API key stands for (0: look the key up every time).
+    # Not whether it is revoked: every request checks that in its own first transaction, so a
+    # revoke applies at once on every process, through the API or the command line.
     auth_cache_seconds: float = Field(default=5.0, ge=0)
 
     @field_validator("database_url")

@@ -3,20 +3,23 @@
 import threading
 import time
 from collections.abc import AsyncIterator
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Annotated
 
 from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 
 from app.core.config import AuthMode, Settings
 from app.core.db import Database
-from app.core.errors import Forbidden, Unauthenticated
+from app.core.errors import UNKNOWN_KEY, Forbidden, RevokedKey, Unauthenticated
 from app.core.security import ALL_SCOPES, Principal, Scope, hash_key
+from app.keys import repository as keys_repository
 from app.keys.service import principal_for
 
 DEFAULT_TENANT = "default"
@@ -83,20 +86,22 @@ _api_key_header = APIKeyHeader(
 
 
 def presented_key(headers: Headers) -> str | None:
-    """The API key a request sends: a bearer token, else ``X-API-Key``."""
+    """The key of either header (a bearer token, else ``X-API-Key``), without surrounding
+    whitespace (keys never hold any)."""
     scheme, _, credentials = headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
-    return headers.get("x-api-key") or None
+    return headers.get("x-api-key", "").strip() or None
 
 
 class PrincipalCache:
     """Who a key stands for (by its hash), remembered for ``ttl`` seconds, so that a request
-    with a known key needs neither the database nor a thread to authenticate.
+    with a known key needs neither a thread nor a query of its own to authenticate.
 
-    A revoke through the API forgets the key when it commits. A revoke through the command
-    line (another process) reaches a running server within ``ttl`` seconds. Unknown keys are
-    never remembered, so a new key works at once.
+    A key's tenant and scopes never change; whether it was revoked can change at any moment,
+    in any process. So a remembered key is only half-authenticated: the request's first
+    database transaction confirms it is still active (``_confirm_key``), whichever process or
+    command revoked it. Unknown keys are never remembered, so a new key works at once.
     """
 
     def __init__(self, ttl: float, size: int = 4096) -> None:
@@ -104,9 +109,6 @@ class PrincipalCache:
         self.size = size
         self._entries: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
-        # Bumped by every forget: a lookup that started before a revoke committed must not
-        # put the key back.
-        self.generation = 0
 
     def get(self, key_hash: str) -> Principal | None:
         entry = self._entries.get(key_hash)
@@ -114,19 +116,16 @@ class PrincipalCache:
             return None
         return entry[1]
 
-    def put(self, key_hash: str, principal: Principal, generation: int) -> None:
+    def put(self, key_hash: str, principal: Principal) -> None:
         if self.ttl <= 0:
             return
         with self._lock:
-            if generation != self.generation:
-                return
             if len(self._entries) >= self.size:
                 self._entries.pop(next(iter(self._entries)))
             self._entries[key_hash] = (time.monotonic() + self.ttl, principal)
 
     def forget(self, key_hash: str) -> None:
         with self._lock:
-            self.generation += 1
             self._entries.pop(key_hash, None)
 
 
@@ -135,29 +134,56 @@ def principal_cache(request: Request) -> PrincipalCache:
     return cache
 
 
-def forget_key_on_commit(request: Request, session: Session, key_hash: str) -> None:
-    """A revoked key stops working once its revoke commits (not before: the revoke may fail)."""
-    cache = principal_cache(request)
-    event.listen(session, "after_commit", lambda _session: cache.forget(key_hash), once=True)
+@dataclass
+class _KeyToConfirm:
+    """A remembered key the request acts with, not yet confirmed active in the database."""
+
+    key_id: str
+    key_hash: str
+    cache: PrincipalCache
+    confirmed: bool = False
+
+
+# Set while serving a request whose key came from the cache. A context variable rather than
+# an argument: it reaches every session the request opens, in whichever of its threads, also
+# those a route opens itself (the archive export); and a shared object, so that the threads'
+# copies of the context see one confirmation.
+_key_to_confirm: ContextVar[_KeyToConfirm | None] = ContextVar("key_to_confirm", default=None)
+
+
+@event.listens_for(Session, "after_begin")
+def _confirm_key(_session: Session, _transaction: object, connection: Connection) -> None:
+    """Before the request's first statement, in its own transaction and thread: one indexed
+    look-up, rather than a thread, a connection and a transaction for authentication alone."""
+    pending = _key_to_confirm.get()
+    if pending is None or pending.confirmed:
+        return
+    if not keys_repository.is_active(connection, pending.key_id):
+        pending.cache.forget(pending.key_hash)
+        raise RevokedKey(UNKNOWN_KEY)
+    pending.confirmed = True
 
 
 def _known_principal(request: Request) -> Principal | None:
-    """The principal when no database is needed: this request's, auth off, or a cached key.
-    Raises 401 when no key is presented."""
+    """The principal when no database is needed: this request's, auth off, or a cached key
+    (confirmed by the request's first transaction). Raises 401 when no key is presented.
+    Runs on the event loop, so that what it sets holds for the rest of the request."""
     cached: Principal | None = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
     if get_settings(request).auth is AuthMode.off:
-        principal = Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES)
-    else:
-        secret = presented_key(request.headers)
-        if not secret:
-            raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
-        found = principal_cache(request).get(hash_key(secret))
-        if found is None:
-            return None
-        principal = found
-    return _remember(request, principal)
+        return _remember(request, Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES))
+    secret = presented_key(request.headers)
+    if not secret:
+        raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
+    key_hash = hash_key(secret)
+    cache = principal_cache(request)
+    found = cache.get(key_hash)
+    if found is None:
+        return None
+    assert found.key_id is not None, "only keys are cached"
+    _key_to_confirm.set(_KeyToConfirm(found.key_id, key_hash, cache))
+    return _remember(request, found)
 
 
 def _remember(request: Request, principal: Principal) -> Principal:
@@ -166,28 +192,25 @@ def _remember(request: Request, principal: Principal) -> Principal:
     return principal
 
 
-def authenticate(request: Request) -> Principal:
+def _look_up(request: Request, secret: str) -> Principal:
+    """The key's principal from the database (401 when it is unknown or revoked). In a thread."""
+    with get_database(request).read_session() as session:
+        found = principal_for(session, secret)
+    if found is None:
+        raise Unauthenticated(UNKNOWN_KEY)
+    principal_cache(request).put(hash_key(secret), found)
+    return _remember(request, found)
+
+
+async def authenticated(request: Request) -> Principal:
     """The principal the request acts as (401 without a valid key), looked up once per request:
-    the route class calls this before reading a body, the dependency below reuses it. May
-    query the database: call it from a thread (or use ``authenticated``)."""
+    the route class calls this before reading a body, the dependency below reuses it."""
     known = _known_principal(request)
     if known is not None:
         return known
     secret = presented_key(request.headers)
     assert secret is not None, "_known_principal refuses a request without a key"
-    cache = principal_cache(request)
-    generation = cache.generation
-    with get_database(request).read_session() as session:
-        found = principal_for(session, secret)
-    if found is None:
-        raise Unauthenticated("The API key is unknown or revoked.")
-    cache.put(hash_key(secret), found, generation)
-    return _remember(request, found)
-
-
-async def authenticated(request: Request) -> Principal:
-    """``authenticate`` without a thread when the principal is already known."""
-    return _known_principal(request) or await run_in_threadpool(authenticate, request)
+    return await run_in_threadpool(_look_up, request, secret)
 
 
 async def current_principal(

@@ -79,6 +79,10 @@ class Problem(Exception):
                 FieldError(redact_pointer(error["path"]), redact_value(error["message"]))
                 for error in self.errors
             ]
+        elif self.status == 422:
+            # The contract: every 422 says where. One that cannot name a field (the database
+            # refused a value) points at the whole request.
+            body["errors"] = [FieldError("", redact_value(self.detail))]
         body.update(self.extensions)
         # A detail or an error may quote what the client sent (a name, a value, a key in a
         # pointer): never a secret in it, whichever route raised the problem.
@@ -95,6 +99,17 @@ class Unauthenticated(Problem):
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+UNKNOWN_KEY = "The API key is unknown or revoked."
+
+
+class RevokedKey(Exception):
+    """A key the server remembered was revoked (by another process, the command line or a
+    request of its own) before this request reached the database; rendered as a 401.
+
+    Not a Problem on purpose: code that turns a Problem into part of its answer (an archive
+    import reports each refused member) must not swallow it. The whole request is refused."""
 
 
 class Forbidden(Problem):
@@ -293,6 +308,9 @@ def install_error_handlers(app: FastAPI) -> None:
             problem.headers["Allow"] = allowed_methods(request)
         return problem_response(problem, request)
 
+    async def on_revoked_key(request: Request, exc: Exception) -> Response:
+        return problem_response(Unauthenticated(UNKNOWN_KEY), request)
+
     async def on_format(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FormatError)
         problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
@@ -340,6 +358,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(Problem, on_problem)
     app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(RevokedKey, on_revoked_key)
     app.add_exception_handler(FormatError, on_format)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(IntegrityError, on_integrity)

@@ -21,6 +21,7 @@ ALL_SCOPES = frozenset(Scope)
 class Principal:
     tenant: str
     scopes: frozenset[Scope]
+    key_id: str | None = None  # None with authentication off
 
 
 def generate_key() -> str:

@@ -1,9 +1,9 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Response
 
 from app.core.body import ContextStoreRoute
-from app.core.deps import Admin, ReadSession, WriteSession, forget_key_on_commit
+from app.core.deps import Admin, ReadSession, WriteSession
 from app.core.pagination import Cursor, Limit, Page
 from app.keys import service
 from app.keys.models import ApiKey
@@ -46,10 +46,8 @@ def list_keys(
 
 
 @router.delete("/{key_id}", status_code=204, response_class=Response)
-def revoke_key(
-    key_id: KeyId, request: Request, session: WriteSession, principal: Admin
-) -> Response:
-    """Revoke a key: it stops working at once. The record stays for the audit trail."""
-    revoked = service.revoke_key(session, principal.tenant, key_id)
-    forget_key_on_commit(request, session, revoked.key_hash)
+def revoke_key(key_id: KeyId, session: WriteSession, principal: Admin) -> Response:
+    """Revoke a key: it stops working at once, on every server of the database. The record
+    stays for the audit trail."""
+    service.revoke_key(session, principal.tenant, key_id)
     return Response(status_code=204)

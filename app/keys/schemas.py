@@ -1,12 +1,16 @@
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.params import StorableStr
 from app.core.security import Scope
 
 
 class ApiKeyCreate(BaseModel):
+    # A key is for the caller's own tenant: a `tenant` (or any other field) is refused rather
+    # than silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
     scopes: list[Scope] = Field(min_length=1, examples=[["read", "write"]])
     name: StorableStr | None = Field(
         default=None, max_length=200, description="A label for people."

@@ -57,5 +57,7 @@ def principal_for(session: Session, secret: str) -> Principal | None:
     if key is None:
         return None
     return Principal(
-        tenant=key.tenant, scopes=frozenset(Scope(s) for s in key.scopes.split(",") if s)
+        tenant=key.tenant,
+        scopes=frozenset(Scope(s) for s in key.scopes.split(",") if s),
+        key_id=key.id,
     )

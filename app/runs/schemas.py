@@ -13,6 +13,7 @@ from pydantic import (
 )
 
 from app.core.identifiers import IDENTIFIER_PATTERN
+from app.core.params import StorableStr
 from app.formats.atari_state import INT64, is_rfc3339, is_text
 
 MAX_INT64 = INT64.stop - 1
@@ -99,7 +100,9 @@ class IterationEnd(BaseModel):
     bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
     outcome: Literal["completed", "failed"]
     error: Text | None = Field(default=None, description="For `failed`: the entry's `last_error`.")
-    session_id: Text | None = Field(default=None, min_length=1, max_length=256)
+    # A key column (the sessions already counted): text both databases can hold, so that
+    # neither stores what the other refuses.
+    session_id: StorableStr | None = Field(default=None, min_length=1, max_length=256)
     cost: StrictFloat = Field(
         default=0.0, ge=0, allow_inf_nan=False, description="USD, added once."
     )

@@ -135,7 +135,9 @@ WRITES: dict[Route, dict[str, Any]] = {
         "headers": {"Content-Type": "application/octet-stream"},
     },
     ("POST", P + "/runs/{run}/iterations"): _json({"bead_id": BEAD}),
-    ("POST", P + "/runs/{run}/iterations/end"): _json({"bead_id": BEAD, "outcome": "completed"}),
+    ("POST", P + "/runs/{run}/iterations/end"): _json(
+        {"bead_id": BEAD, "outcome": "completed", "session_id": "session-1"}
+    ),
     ("DELETE", P + "/runs/{run}"): NO_BODY,
     ("POST", P + "/features"): _json({"feature_id": FEATURE}),
     ("PUT", P + "/features/{feature}/context"): _json(_context()),

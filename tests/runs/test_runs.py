@@ -307,6 +307,22 @@ def test_a_bad_end_is_a_422(client, project, body):
     assert_problem(_end(client, project, **body), 422)
 
 
+@pytest.mark.parametrize("session_id", ["sess\x00ion", "sess\udc00ion"])
+def test_a_session_id_no_database_can_hold_is_the_same_422_on_both(client, project, session_id):
+    """It is a key column of the counted sessions: refused by the route, with where, rather
+    than stored by SQLite and refused by PostgreSQL itself."""
+    etag = _put(client, project, golden_bytes(SEED)).headers["etag"]
+    body = {"bead_id": "bd-001", "outcome": "completed", "session_id": session_id, "cost": 1}
+    response = client.post(
+        _url(project, suffix="/iterations/end"),
+        content=json.dumps(body).encode(),  # \u0000 and \udc00 as JSON escapes
+        headers={"Content-Type": "application/json"},
+    )
+    problem = assert_problem(response, 422)
+    assert [error["path"] for error in problem["errors"]] == ["/session_id"]
+    assert client.get(_url(project)).headers["etag"] == etag
+
+
 def test_totals_that_would_overflow_are_a_409(client, project):
     _put(client, project, {**_seed(), "total_turns": 2**63 - 1})
     body = {"bead_id": "bd-001", "outcome": "completed", "turns": 1}

@@ -1,0 +1,81 @@
+"""A request's head (request line and headers) is bounded: `context-store serve` answers a
+head over the limit with a 431 problem as soon as it is over, instead of buffering whatever
+a client sends, and goes on serving. Through a real server process on a raw socket, since the
+limit is the HTTP server's, not the app's."""
+
+import json
+import select
+import socket
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from app.core.config import Settings
+from tests.platform.servers import Server, running
+
+LIMIT = Settings().max_header_bytes
+
+
+@pytest.fixture(scope="module")
+def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with running(database_url, tmp_path_factory.mktemp("head") / "server.log") as started:
+        yield started
+
+
+def _send_head(server: Server, head: bytes, chunk: int = 64 * 1024) -> bytes:
+    """Sends ``head`` a chunk at a time and returns what the server answered: as soon as it
+    answers (it may hang up before the head is complete), or after the whole head."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection:
+        try:
+            for start in range(0, len(head), chunk):
+                connection.sendall(head[start : start + chunk])
+                if select.select([connection], [], [], 0)[0]:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading: its answer is waiting
+        received = b""
+        deadline = time.monotonic() + 30
+        while b"\r\n\r\n" not in received and time.monotonic() < deadline:
+            try:
+                data = connection.recv(65536)
+            except ConnectionResetError:
+                break
+            if not data:
+                break
+            received += data
+        return received
+
+
+def _head(*headers: bytes) -> bytes:
+    return b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"".join(headers) + b"\r\n"
+
+
+def _status(answer: bytes) -> int:
+    assert answer.startswith(b"HTTP/1.1 "), answer[:200]
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        _head(b"X-Padding: " + b"a" * (8 * 1024 * 1024) + b"\r\n"),
+        _head(*[b"X-Padding-%d: %s\r\n" % (n, b"b" * 100) for n in range(20_000)]),
+        b"GET /healthz?" + b"q" * (4 * 1024 * 1024) + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ],
+    ids=["one huge header", "many headers", "a huge request line"],
+)
+def test_a_head_over_the_limit_is_a_431_and_the_server_goes_on(server: Server, head: bytes):
+    answer = _send_head(server, head)
+    assert _status(answer) == 431
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/problem+json" in head_part.lower()
+    if body:
+        assert json.loads(body)["status"] == 431
+    assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+
+
+def test_a_head_within_the_limit_is_served(server: Server):
+    padding = b"X-Padding: " + b"c" * (LIMIT - 1024) + b"\r\n"
+    assert _status(_send_head(server, _head(padding))) == 200
