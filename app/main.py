@@ -4,6 +4,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from anyio import to_thread
 from fastapi import FastAPI
 from sqlalchemy import Engine
 from starlette.middleware.gzip import GZipMiddleware
@@ -23,12 +24,14 @@ from app.core.docs import install_docs
 from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
+from app.core.limits import Turns
 from app.core.logs import RequestLogMiddleware
 from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
 from app.core.redaction import RedactionMiddleware
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
+from app.core.sending import SendTimeoutMiddleware
 from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router
@@ -52,9 +55,15 @@ log = logging.getLogger(__name__)
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings = app.state.settings
+    settings: Settings = app.state.settings
+    # The limiter every sync route, sync dependency and run_in_threadpool shares; the pools
+    # are sized from the same setting (app/core/db.py).
+    threads = to_thread.current_default_thread_limiter()
+    threads.total_tokens = settings.worker_threads
+    app.state.worker_threads = threads
     database = create_database(settings)
     app.state.database = database
+    app.state.metrics.observe_pools(database.engines())
     # Made (or read from its file, beside the database) at start, not by a request.
     settings.fingerprint_secret  # noqa: B018
     if settings.fingerprint_key is None and settings.fingerprint_key_file is None:
@@ -83,7 +92,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.principal_cache = PrincipalCache(settings.auth_cache_seconds)
     app.state.migration_head = head_revision()
-    metrics = Metrics(engines=lambda: _engines(app))
+    app.state.archive_exports = Turns(
+        "archive exports",
+        per_tenant=settings.archive_exports_per_tenant,
+        per_server=settings.archive_exports_per_server,
+        wait_seconds=settings.archive_export_wait_seconds,
+    )
+    metrics = Metrics(
+        engines=lambda: _engines(app),
+        threads=lambda: getattr(app.state, "worker_threads", None),
+        exports=app.state.archive_exports,
+    )
     app.state.metrics = metrics
 
     install_error_handlers(app)
@@ -113,6 +132,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ContentCodingMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RedactionMiddleware, enabled=settings.redact)
+    # Outside everything that shapes the body: it slices what is finally sent.
+    app.add_middleware(SendTimeoutMiddleware, timeout=settings.send_timeout_seconds)
     # Outermost: the request id is set before anything else runs, and every request is logged.
     app.add_middleware(RequestLogMiddleware)
     return app

@@ -1,14 +1,16 @@
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
+from starlette.concurrency import run_in_threadpool
 
 from app.archive import service
 from app.archive.schemas import ArchiveReport
 from app.core.body import BulkBodyRoute, RawBody, raw_body
-from app.core.deps import Reader, Writer, WriteSession, get_database, get_settings
+from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
+from app.core.errors import PROBLEM_MEDIA_TYPE
 from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
+from app.core.limits import Turns
+from app.core.responses import SpooledResponse, open_spool
 from app.formats.archive import MEDIA_TYPE
 
 # Archives carry whole projects: their import takes the bulk body limit.
@@ -18,29 +20,46 @@ ARCHIVE_FILE = {
     200: {
         "description": "The project's files as a .tar.gz, laid out as the tools lay them out.",
         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
-    }
+    },
+    429: {
+        "description": "This tenant's, or the server's, archive exports are all running; "
+        "retry after `Retry-After` seconds.",
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    },
 }
 
 
-@router.get("/archive", response_class=StreamingResponse, responses=ARCHIVE_FILE)
-def export_archive(project: ProjectName, request: Request, principal: Reader) -> Response:
-    """Every file of the project as a `.tar.gz` in the tools' on-disk layout, streamed one
-    member at a time; each member is byte for byte what its own export route answers."""
-    # The session outlives this function: it reads each member while the body streams, all
-    # in one transaction, so the archive is one consistent picture of the project.
-    session = get_database(request).read_session()
+def export_turns(request: Request) -> Turns:
+    turns: Turns = request.app.state.archive_exports
+    return turns
+
+
+@router.get("/archive", response_class=SpooledResponse, status_code=200, responses=ARCHIVE_FILE)
+async def export_archive(
+    project: ProjectName, request: Request, principal: Reader, session: ReadSession
+) -> Response:
+    """Every file of the project as a `.tar.gz` in the tools' on-disk layout; each member is
+    byte for byte what its own export route answers, all read from one snapshot. A tenant,
+    and the server, run a bounded number of exports at once: beyond them a request waits for
+    a turn, then gets a 429 with `Retry-After`."""
+    settings = get_settings(request)
+    turn = await export_turns(request).take(principal.tenant)
+    spool = open_spool(settings.archive_spool_memory_bytes)
     try:
-        service.consistent_reads(session)
-        members = service.plan_export(session, principal.tenant, project)
+        # In a worker thread, with the session's connection; both are given back when this
+        # returns (the session ends before the response starts), before the client reads.
+        await run_in_threadpool(
+            service.write_archive, session, principal.tenant, project, settings.gzip_level, spool
+        )
     except BaseException:
-        session.close()
+        spool.close()
+        turn.release()
         raise
-    return StreamingResponse(
-        service.stream(session, members, get_settings(request).gzip_level),
+    return SpooledResponse(
+        spool,
         media_type=MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="{project}.tar.gz"'},
-        # Also when the client leaves before the body was read.
-        background=BackgroundTask(session.close),
+        on_close=turn.release,
     )
 
 

@@ -2,16 +2,17 @@
 
 Export reads the table of contents first, then each document through its own domain's
 service, one at a time, so the archive's members are byte for byte what each export route
-answers. Import hands each member to the same service function as its own import route,
-each in a savepoint of its own: a bad member is reported with the problem its route would
-have answered and never undoes or stops the others.
+answers; the archive is written whole (to a spool) before it is sent. Import hands each
+member to the same service function as its own import route, each in a savepoint of its own:
+a bad member is reported with the problem its route would have answered and never undoes or
+stops the others.
 """
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
@@ -158,17 +159,18 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
     return list(planned.values())
 
 
-def stream(session: Session, members: list[PlannedMember], level: int) -> Iterator[bytes]:
-    """The .tar.gz, one member at a time; closes ``session`` when done."""
+def write_archive(session: Session, tenant: str, project: str, level: int, out: BinaryIO) -> None:
+    """Write the project's .tar.gz into ``out``, every member read from one snapshot (404 for
+    a project the tenant does not have). Reads the whole archive before a byte is sent, so
+    that the caller can give the session's connection back before the client reads."""
+    consistent_reads(session)
     writer = archive_format.ArchiveWriter(level)
-    try:
-        for member in members:
-            chunk = writer.add(member.path, member.read(session), member.mtime)
-            if chunk:
-                yield chunk
-        yield writer.finish()
-    finally:
-        session.close()
+    for member in plan_export(session, tenant, project):
+        out.write(writer.add(member.path, member.read(session), member.mtime))
+        # The member's rows: the session would otherwise keep every document it has read
+        # until it closes, the whole project in memory.
+        session.expunge_all()
+    out.write(writer.finish())
 
 
 # Import.

@@ -64,7 +64,13 @@ class Settings(BaseSettings):
     # it (``<database>.fingerprint-key``, mode 0600: not in the database, so a copy of the
     # database alone cannot test guesses); any other database's process draws its own.
     fingerprint_key: SecretStr | None = None
-    # PostgreSQL pool per process; SQLite always gets exactly one writer connection.
+    # Threads that run route code and every database call (anyio's limiter). A request that
+    # finds them all busy waits in the event loop, with no time limit and at no cost but its
+    # socket; the connection pools are sized from this, so that a thread never waits long for
+    # a connection (which would fail after db_pool_timeout_seconds with a 503).
+    worker_threads: int = Field(default=16, ge=1)
+    # Connections kept open per pool. Each pool opens up to worker_threads + DB_POOL_MARGIN;
+    # SQLite's writer always has exactly one.
     db_pool_size: int = Field(default=10, ge=1)
     db_pool_timeout_seconds: float = Field(default=30.0, gt=0)
     sqlite_busy_timeout_ms: int = Field(default=10_000, ge=0)
@@ -77,6 +83,20 @@ class Settings(BaseSettings):
     # Not whether it is revoked: every request checks that in its own first transaction, so a
     # revoke applies at once on every process, through the API or the command line.
     auth_cache_seconds: float = Field(default=5.0, ge=0)
+    # Archive exports running at once (each builds its archive with a worker thread and a
+    # connection, then streams it from a spool file): per tenant, so that no tenant takes
+    # them all, and per server (below worker_threads, so that other requests keep threads).
+    # Beyond them an export waits up to archive_export_wait_seconds for a turn, then gets a
+    # 429 with Retry-After.
+    archive_exports_per_tenant: int = Field(default=4, ge=1)
+    archive_exports_per_server: int = Field(default=8, ge=1)
+    # Below the Python client's 60 s timeout: a client gives up waiting no sooner than this.
+    archive_export_wait_seconds: float = Field(default=45.0, ge=0)
+    # How much of an export's spool stays in memory before it moves to a temporary file.
+    archive_spool_memory_bytes: int = Field(default=1 * MIB, ge=0)
+    # A client that accepts no byte of a response for this long is dropped (its export's
+    # turn and memory are freed).
+    send_timeout_seconds: float = Field(default=30.0, gt=0)
 
     @field_validator("database_url")
     @classmethod

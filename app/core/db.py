@@ -8,7 +8,9 @@ pool and never block writers (WAL). PostgreSQL needs none of this: both roles sh
 """
 
 import re
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -142,6 +144,53 @@ class Database:
         return Session(self.writer, expire_on_commit=False)
 
 
+# Connections a pool may open beyond one per worker thread: a request's session is ended
+# (committed, closed) in a thread of its own, outside the worker limit, so for a moment its
+# connection is held while its worker thread already serves the next request.
+DB_POOL_MARGIN = 4
+
+
+class ObservedQueuePool(QueuePool):
+    """A QueuePool that counts the threads waiting for a connection now and reports how long
+    each waited (``on_wait``, set by the metrics): the queueing the pool's own gauges hide."""
+
+    # Log as the stock QueuePool does, under SQLAlchemy's loggers (quiet below WARNING), not
+    # under a logger named after this module.
+    _sqla_logger_namespace = "sqlalchemy.pool.impl.QueuePool"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting = 0
+        self._waiting_lock = threading.Lock()
+        self.on_wait: Callable[[float], None] | None = None
+
+    def _count_waiting(self, change: int) -> None:
+        with self._waiting_lock:
+            self.waiting += change
+
+    def _do_get(self) -> Any:
+        self._count_waiting(1)
+        started = time.perf_counter()
+        try:
+            return super()._do_get()
+        finally:
+            self._count_waiting(-1)
+            if self.on_wait is not None:
+                self.on_wait(time.perf_counter() - started)
+
+
+def _pool_args(settings: Settings) -> dict[str, Any]:
+    """Room for one connection per worker thread (and the margin), ``db_pool_size`` kept."""
+    capacity = settings.worker_threads + DB_POOL_MARGIN
+    kept = min(settings.db_pool_size, capacity)
+    return {
+        "poolclass": ObservedQueuePool,
+        "pool_size": kept,
+        "max_overflow": capacity - kept,
+        "pool_timeout": settings.db_pool_timeout_seconds,
+    }
+
+
 def ensure_sqlite_directory(database_url: str) -> None:
     """SQLite creates the file but not its directory (``./data`` on a fresh checkout)."""
     url = make_url(database_url)
@@ -152,16 +201,13 @@ def ensure_sqlite_directory(database_url: str) -> None:
 def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
     ensure_sqlite_directory(settings.database_url)
     url = make_url(settings.database_url)
-    pool_args: dict[str, Any] = (
-        {"poolclass": QueuePool, "pool_size": 1, "max_overflow": 0}
-        if writer
-        else {"poolclass": QueuePool, "pool_size": 4, "max_overflow": 8}
-    )
+    pool_args = _pool_args(settings)
+    if writer:
+        pool_args.update(pool_size=1, max_overflow=0)
     engine = create_engine(
         url,
         # Sessions hop between the event loop's threads; each connection is used by one at a time.
         connect_args={"check_same_thread": False},
-        pool_timeout=settings.db_pool_timeout_seconds,
         hide_parameters=True,
         **pool_args,
     )
@@ -200,12 +246,7 @@ def create_database(settings: Settings) -> Database:
             writer=_sqlite_engine(settings, writer=True),
         )
     engine = create_engine(
-        settings.database_url,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_pool_size,
-        pool_timeout=settings.db_pool_timeout_seconds,
-        pool_pre_ping=True,
-        hide_parameters=True,
+        settings.database_url, pool_pre_ping=True, hide_parameters=True, **_pool_args(settings)
     )
     return Database(reader=engine, writer=engine)
 

@@ -150,11 +150,19 @@ class InvalidContent(Problem):
     status, slug = 422, "validation-error"
 
 
-class ServiceUnavailable(Problem):
-    status, slug = 503, "unavailable"
+class RetryLater(Problem):
+    """A refusal that passes: ``Retry-After`` says when to try again."""
 
     def __init__(self, detail: str, retry_after_seconds: int = 1) -> None:
         super().__init__(detail, headers={"Retry-After": str(retry_after_seconds)})
+
+
+class TooManyRequests(RetryLater):
+    status, slug = 429, "too-many-requests"
+
+
+class ServiceUnavailable(RetryLater):
+    status, slug = 503, "unavailable"
 
 
 class DatabaseNotMigrated(ServiceUnavailable):

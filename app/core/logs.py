@@ -68,6 +68,7 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
+        "filters": {"abandoned": {"()": "app.core.sending.AbandonedResponseFilter"}},
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",
@@ -78,7 +79,7 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
         "root": {"handlers": ["stderr"], "level": level},
         "loggers": {
             "uvicorn": {"handlers": [], "propagate": True},
-            "uvicorn.error": {"handlers": [], "propagate": True},
+            "uvicorn.error": {"handlers": [], "propagate": True, "filters": ["abandoned"]},
             "uvicorn.access": {"handlers": [], "propagate": False},
             "alembic": {"handlers": [], "propagate": True},
         },

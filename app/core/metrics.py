@@ -1,10 +1,12 @@
-"""Prometheus metrics: requests by route and status, latency, requests in flight, and the
-database connection pools (read when scraped)."""
+"""Prometheus metrics: requests by route and status, latency, requests in flight, and where
+requests queue: for a worker thread, for a database connection, for an archive export's turn
+(read when scraped)."""
 
 import time
 from collections.abc import Callable, Iterator
 from weakref import WeakKeyDictionary
 
+from anyio import CapacityLimiter
 from fastapi.routing import iter_route_contexts
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
@@ -14,6 +16,9 @@ from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core.db import ObservedQueuePool
+from app.core.limits import Turns
 
 # By app, then by the route's id (routes define __eq__ and cannot be hashed); the app keeps
 # its routes, so an id stays valid as long as its entry does.
@@ -71,6 +76,11 @@ class PoolCollector(Collector):
                 "Connections open beyond the pool's size.",
                 labels=["pool"],
             ),
+            "waiting": GaugeMetricFamily(
+                "context_store_db_pool_waiting",
+                "Threads waiting for a connection of the pool.",
+                labels=["pool"],
+            ),
         }
         for name, engine in self.engines().items():
             pool = engine.pool
@@ -80,13 +90,58 @@ class PoolCollector(Collector):
             families["checked_out"].add_metric([name], pool.checkedout())
             families["checked_in"].add_metric([name], pool.checkedin())
             families["overflow"].add_metric([name], max(pool.overflow(), 0))
+            if isinstance(pool, ObservedQueuePool):
+                families["waiting"].add_metric([name], pool.waiting)
         yield from families.values()
+
+
+class QueueCollector(Collector):
+    """The worker threads (anyio's limiter; none before the app has started) and the archive
+    exports' turns: how many are in use, and how many requests wait for one."""
+
+    def __init__(self, threads: Callable[[], CapacityLimiter | None], exports: Turns) -> None:
+        self.threads = threads
+        self.exports = exports
+
+    def collect(self) -> Iterator[Metric]:
+        if (limiter := self.threads()) is not None:
+            statistics = limiter.statistics()
+            yield GaugeMetricFamily(
+                "context_store_worker_threads_limit",
+                "Worker threads that may run route code and database calls at once.",
+                value=statistics.total_tokens,
+            )
+            yield GaugeMetricFamily(
+                "context_store_worker_threads_busy",
+                "Worker threads in use.",
+                value=statistics.borrowed_tokens,
+            )
+            yield GaugeMetricFamily(
+                "context_store_worker_threads_waiting",
+                "Requests waiting for a worker thread.",
+                value=statistics.tasks_waiting,
+            )
+        yield GaugeMetricFamily(
+            "context_store_archive_exports_running",
+            "Archive exports being built or sent.",
+            value=self.exports.total,
+        )
+        yield GaugeMetricFamily(
+            "context_store_archive_exports_waiting",
+            "Archive exports waiting for a turn.",
+            value=self.exports.waiting,
+        )
 
 
 class Metrics:
     """One registry per app, so that several apps in one process (tests) stay apart."""
 
-    def __init__(self, engines: Callable[[], dict[str, Engine]]) -> None:
+    def __init__(
+        self,
+        engines: Callable[[], dict[str, Engine]],
+        threads: Callable[[], CapacityLimiter | None],
+        exports: Turns,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "context_store_http_requests",
@@ -107,7 +162,21 @@ class Metrics:
             ["method"],
             registry=self.registry,
         )
+        self.connection_wait = Histogram(
+            "context_store_db_pool_wait_seconds",
+            "Time a thread waited for a connection of the pool (opening one included).",
+            ["pool"],
+            buckets=(0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
         self.registry.register(PoolCollector(engines))
+        self.registry.register(QueueCollector(threads, exports))
+
+    def observe_pools(self, engines: dict[str, Engine]) -> None:
+        """Record each pool's waits, by its name."""
+        for name, engine in engines.items():
+            if isinstance(engine.pool, ObservedQueuePool):
+                engine.pool.on_wait = self.connection_wait.labels(name).observe
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,10 +1,18 @@
-"""Document downloads: exact bytes, a strong ETag, the file's name, gzip when asked for."""
+"""Document downloads: exact bytes, a strong ETag, the file's name, gzip when asked for; and
+bodies sent from a spool."""
 
 import gzip
+import tempfile
+from collections.abc import Callable
+from typing import BinaryIO, cast
 
+from anyio import CapacityLimiter, to_thread
 from fastapi import Request, Response
+from starlette.types import Receive, Scope, Send
 
 from app.core.conditional import not_modified
+
+SPOOL_READ_BYTES = 64 * 1024
 
 
 def document_response(
@@ -32,3 +40,52 @@ def document_response(
         else:
             content = gzip.decompress(content)
     return Response(content=content, media_type=media_type, headers=headers)
+
+
+def open_spool(memory_bytes: int) -> BinaryIO:
+    """A temporary file that stays in memory up to ``memory_bytes`` (0: straight to disk)."""
+    if memory_bytes == 0:
+        return tempfile.TemporaryFile()
+    return cast(BinaryIO, tempfile.SpooledTemporaryFile(max_size=memory_bytes))
+
+
+class SpooledResponse(Response):
+    """A body written in full to a spool (``open_spool``) before the response starts, then
+    sent from it: nothing the body was made from (a connection, a thread, the documents) is
+    held while the client reads. The spool is read a slice at a time in a thread of this
+    response's own (a read from disk never blocks the event loop, and never waits for the
+    worker threads the requests share); ``on_close`` runs when the response ends, sent or not.
+    """
+
+    def __init__(
+        self,
+        spool: BinaryIO,
+        *,
+        media_type: str,
+        headers: dict[str, str],
+        on_close: Callable[[], None],
+    ) -> None:
+        size = spool.tell()
+        spool.seek(0)
+        super().__init__(media_type=media_type, headers=headers | {"Content-Length": str(size)})
+        self.spool = spool
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reader = CapacityLimiter(1)
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            while chunk := await to_thread.run_sync(
+                self.spool.read, SPOOL_READ_BYTES, limiter=reader
+            ):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.spool.close()
+            self.on_close()

@@ -2,6 +2,7 @@
 tests: started, waited for, killed with SIGKILL or stopped, always cleaned up."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import httpx
 
 from app.core.config import Settings
 from app.core.db import create_database, session_scope
-from app.core.security import ALL_SCOPES
+from app.core.security import ALL_SCOPES, Scope
 from app.keys import service as keys
 
 COMMAND = Path(sys.executable).parent / "context-store"
@@ -27,31 +28,39 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def create_key_in(database_url: str, tenant: str) -> str:
-    """A key of every scope, written straight into the database the servers use."""
+def create_key_in(database_url: str, tenant: str, scopes: frozenset[Scope] = ALL_SCOPES) -> str:
+    """A key (of every scope unless told), written straight into the database the servers use."""
     database = create_database(Settings(database_url=database_url))
     try:
         with session_scope(database.write_session()) as session:
-            return keys.create_key(session, tenant, ALL_SCOPES).secret
+            return keys.create_key(session, tenant, scopes).secret
     finally:
         database.dispose()
 
 
 class Server:
-    def __init__(self, database_url: str, log: Path) -> None:
+    def __init__(
+        self, database_url: str, log: Path, settings: dict[str, str] | None = None
+    ) -> None:
+        """``settings``: more CONTEXT_STORE_ variables, by name without the prefix."""
         self.database_url = database_url
         self.log = log
+        self.settings = settings or {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 30.0) -> None:
-        environment = os.environ | {
-            "CONTEXT_STORE_DATABASE_URL": self.database_url,
-            "CONTEXT_STORE_HOST": "127.0.0.1",
-            "CONTEXT_STORE_PORT": str(self.port),
-            "CONTEXT_STORE_AUTH": "on",
-        }
+    def start(self, timeout: float = 60.0) -> None:
+        environment = (
+            os.environ
+            | {
+                "CONTEXT_STORE_DATABASE_URL": self.database_url,
+                "CONTEXT_STORE_HOST": "127.0.0.1",
+                "CONTEXT_STORE_PORT": str(self.port),
+                "CONTEXT_STORE_AUTH": "on",
+            }
+            | {f"CONTEXT_STORE_{name}": value for name, value in self.settings.items()}
+        )
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 [str(COMMAND), "serve"], env=environment, stdout=log, stderr=subprocess.STDOUT
@@ -67,6 +76,14 @@ class Server:
                 pass
             time.sleep(0.1)
         raise RuntimeError(f"the server did not become ready: {self.log.read_text()[-2000:]}")
+
+    def rss_bytes(self) -> int:
+        """The server process's resident memory, from /proc."""
+        assert self.process is not None
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        match = re.search(r"^VmRSS:\s+(\d+) kB$", status, re.MULTILINE)
+        assert match is not None, status
+        return int(match.group(1)) * 1024
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handler, no flush, no goodbye."""
@@ -84,8 +101,10 @@ class Server:
 
 
 @contextmanager
-def running(database_url: str, log: Path) -> Iterator[Server]:
-    server = Server(database_url, log)
+def running(
+    database_url: str, log: Path, settings: dict[str, str] | None = None
+) -> Iterator[Server]:
+    server = Server(database_url, log, settings)
     try:
         server.start()
         yield server

@@ -8,6 +8,7 @@ must queue), and so does any 5xx. Then the documents must count every acknowledg
 """
 
 import threading
+import time
 from collections import Counter
 from contextlib import ExitStack
 
@@ -15,8 +16,8 @@ import httpx
 import pytest
 
 from app.core.migrations import upgrade
-from tests.helpers import SOAK
-from tests.platform.servers import Server, create_key_in
+from tests.helpers import SOAK, python_indent2, seed_save, tar_gz, untar
+from tests.platform.servers import Server, create_key_in, running
 
 THREADS = 12
 ROUNDS = 4 * SOAK  # per thread; each round is one write of each kind
@@ -124,3 +125,94 @@ def test_concurrent_writers_lose_nothing(backend, tmp_path, record_property, pro
     assert not failures, f"{len(failures)} writes failed: {failures[:5]}"
     assert not lost, lost
     assert sum(acknowledged.values()) == THREADS * ROUNDS * 4
+
+
+MIXED_CLIENTS = 64
+MIXED_TENANTS = 4
+ARCHIVED_SAVES = 200
+# Each round starts with 64 archive downloads at once; an export of 200 saves takes about a
+# second of CPU.
+MIXED_ROUNDS = 1 + SOAK // 4
+
+
+def _archive_of_saves(count: int) -> bytes:
+    files = {}
+    for n in range(count):
+        document = seed_save()
+        document["timestamp"] = f"2024-01-15T{n // 3600:02d}:{n // 60 % 60:02d}:{n % 60:02d}Z"
+        files[f"mdan/mdan-save-{n}.json"] = python_indent2(document)
+    return tar_gz(files)
+
+
+def _get_honouring_retry_after(client: httpx.Client, url: str) -> tuple[httpx.Response, int]:
+    """A GET, sent again after a 429 once its Retry-After has passed (RFC 6585), as a
+    well-behaved client does; with the number of 429s."""
+    refusals = 0
+    while (response := client.get(url)).status_code == 429 and refusals < 10:
+        refusals += 1
+        time.sleep(int(response.headers["Retry-After"]))
+    return response, refusals
+
+
+def _mixed_round(client: httpx.Client, name: str) -> tuple[list[httpx.Response], int]:
+    """An archive download first (all clients start with one at once), a write, two reads;
+    and how many times the archive was refused for a while (429)."""
+    archive, refusals = _get_honouring_retry_after(client, P + "/archive")
+    if archive.is_success:
+        saves = [name for name in untar(archive.content) if name.startswith("mdan/")]
+        assert len(saves) == ARCHIVED_SAVES
+    responses = [
+        archive,
+        client.post(P + "/memory/decisions", json={"id": name, "decision": name, "timestamp": 1}),
+        client.get(P + "/saves/latest"),
+        client.get(P + "/memory/files/key-decisions.json"),
+    ]
+    return responses, refusals
+
+
+def test_64_mixed_clients_with_archive_downloads_all_succeed(backend, tmp_path, record_property):
+    database_url = backend.new_database_url()
+    upgrade(database_url)
+    keys = [create_key_in(database_url, f"mixed-{n}") for n in range(MIXED_TENANTS)]
+    archive = _archive_of_saves(ARCHIVED_SAVES)
+    answered: Counter[int] = Counter()
+    failures: list[str] = []
+    lock = threading.Lock()
+    with running(database_url, tmp_path / "server.log") as server:
+        for key in keys:
+            with _client(server, key) as client:
+                report = client.post(
+                    P + "/archive", content=archive, headers={"Content-Type": "application/gzip"}
+                ).json()
+                assert len(report["imported"]) == ARCHIVED_SAVES, report
+
+        def work(number: int) -> None:
+            with _client(server, keys[number % MIXED_TENANTS]) as client:
+                for round_ in range(MIXED_ROUNDS):
+                    try:
+                        responses, refusals = _mixed_round(client, f"c{number}-r{round_}")
+                    except httpx.HTTPError as exc:
+                        with lock:
+                            failures.append(f"{type(exc).__name__}: {exc}")
+                        continue
+                    with lock:
+                        answered[429] += refusals
+                        for response in responses:
+                            answered[response.status_code] += 1
+                            if not response.is_success:
+                                failures.append(
+                                    f"{response.request.method} {response.request.url.path}: "
+                                    f"{response.status_code} {response.text[:200]}"
+                                )
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(MIXED_CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=600)
+        assert not any(thread.is_alive() for thread in threads), "a client hung"
+    record_property("mixed_requests", sum(answered.values()) + len(failures))
+    record_property("mixed_requests_failed", len(failures))
+    record_property("mixed_archive_exports_told_to_retry", answered[429])
+    assert not failures, f"{len(failures)} of {sum(answered.values())} failed: {failures[:5]}"
+    assert sum(answered.values()) - answered[429] == MIXED_CLIENTS * MIXED_ROUNDS * 4

@@ -1,6 +1,8 @@
 """Health, readiness, metrics, offline Swagger UI, and the committed OpenAPI document."""
 
 import re
+import threading
+import time
 
 import httpx
 from fastapi.testclient import TestClient
@@ -9,6 +11,7 @@ from sqlalchemy import create_engine, text
 from app import openapi
 from app.core.config import AuthMode
 from app.core.migrations import upgrade
+from app.core.db import DB_POOL_MARGIN
 from app.main import create_app
 from tests.conftest import make_settings
 from tests.helpers import assert_problem, import_save, seed_save
@@ -173,3 +176,43 @@ def test_metrics_count_requests_in_flight(app):
     text = TestClient(app).get("/metrics").text
     # The scrape itself is the one GET in flight while the page is written.
     assert 'context_store_http_requests_in_progress{method="GET"} 1.0' in text
+
+
+def test_metrics_show_requests_queueing_for_threads_connections_and_exports(client, project):
+    assert import_save(client, project, seed_save()).status_code == 201
+    text = TestClient(client.app).get("/metrics").text
+    threads = client.app.state.settings.worker_threads
+    assert f"context_store_worker_threads_limit {float(threads)}" in text
+    assert re.search(r"^context_store_worker_threads_busy \d", text, re.MULTILINE)
+    assert "context_store_worker_threads_waiting 0.0" in text
+    assert "context_store_archive_exports_running 0.0" in text
+    assert "context_store_archive_exports_waiting 0.0" in text
+    assert re.search(r'context_store_db_pool_waiting\{pool="\w+"\} 0.0', text)
+    waits = re.findall(r'context_store_db_pool_wait_seconds_count\{pool="\w+"\} ([0-9.]+)', text)
+    assert sum(float(count) for count in waits) >= 1
+
+
+def _connection_waiters(scraper: TestClient) -> float:
+    text = scraper.get("/metrics").text
+    found = re.search(r'context_store_db_pool_waiting\{pool="(?:reader|shared)"\} ([0-9.]+)', text)
+    assert found is not None, text
+    return float(found.group(1))
+
+
+def test_metrics_count_the_threads_waiting_for_a_connection(database_url):
+    settings = make_settings(database_url, worker_threads=1, db_pool_size=1)
+    with TestClient(create_app(settings)) as scraper:
+        engine = scraper.app.state.database.reader
+        held = [engine.connect() for _ in range(settings.worker_threads + DB_POOL_MARGIN)]
+        waiter = threading.Thread(target=lambda: engine.connect().close())
+        waiter.start()
+        try:
+            deadline = time.monotonic() + 30
+            while _connection_waiters(scraper) != 1:
+                assert time.monotonic() < deadline, "the waiting thread was never counted"
+                time.sleep(0.05)
+        finally:
+            for connection in held:
+                connection.close()
+            waiter.join()
+        assert _connection_waiters(scraper) == 0
