@@ -30,8 +30,8 @@ from app.core.metrics import Metrics, MetricsMiddleware
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
 from app.core.redaction import RedactionMiddleware
-from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.core.sending import SendTimeoutMiddleware
+from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
 from app.keys.router import router as keys_router

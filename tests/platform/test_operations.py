@@ -10,8 +10,8 @@ from sqlalchemy import create_engine, text
 
 from app import openapi
 from app.core.config import AuthMode
-from app.core.migrations import upgrade
 from app.core.db import DB_POOL_MARGIN
+from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import make_settings
 from tests.helpers import assert_problem, import_save, seed_save
