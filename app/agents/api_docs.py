@@ -85,7 +85,8 @@ DOCS = DomainDocs(
         "agents",
         "autobyteus agents' memory: the working-context snapshot "
         "(`memory/agents/<agent_id>/working_context_snapshot.json`, the cache a restore starts "
-        "from) and the `raw_traces.jsonl`, `episodic.jsonl` and `semantic.jsonl` memory files.",
+        "from) and the `raw_traces.jsonl`, `episodic.jsonl`, `semantic.jsonl` and "
+        "`raw_traces_archive.jsonl` memory files.",
     ),
     {
         f"PUT {PREFIX}/working-context-snapshot": Operation(
