@@ -219,6 +219,25 @@ def test_an_archive_that_expands_past_the_limit_is_413(client, project, small_li
     assert_problem(_post(client, project, bomb), 413)
 
 
+def test_an_archive_of_gzip_saves_that_inflate_past_the_limit_in_total_is_413(
+    client, project, small_limits
+):
+    # Each member is small, and inflates to a save under the bulk limit; together they
+    # inflate to far more (the 21 KB archive inflated to 720 MiB of saves).
+    document = seed_save()
+    document["x_padding"] = ["the same line, again and again"] * 2000
+    save = python_indent2(document)
+    assert 50_000 < len(save) < 200_000
+    members = {
+        f"mdan/mdan-save-{1705314225 + n}.json.gz": gzip.compress(save, mtime=0) for n in range(12)
+    }
+    bomb = tar_gz(members)
+    assert len(bomb) < 20_000
+    problem = assert_problem(_post(client, project, bomb), 413)
+    assert "200000" in problem["detail"]
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+
+
 @pytest.mark.parametrize(
     "body",
     [b"", b"not a tar at all", gzip.compress(b"not a tar either", mtime=0)],
