@@ -3,11 +3,14 @@
 import gzip
 import io
 import json
+import math
 import tarfile
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import event
 
+from app.archive import service as archive_service
 from tests.helpers import (
     GOLDEN,
     assert_problem,
@@ -285,6 +288,24 @@ def test_memory_files_append_only_their_new_lines(client, project):
     assert diverged["refused"][0]["status"] == 409
 
 
+def test_a_memory_file_holding_a_secret_pushed_twice_appends_nothing(client, project):
+    # The stored lines are redacted: the file's lines compare with them as they would be
+    # stored, not as sent (before, the second push was a 409, "the two histories differ").
+    path = "memory/agents/a1/episodic.jsonl"
+    item = {
+        "id": "ep1",
+        "ts": 1.0,
+        "turn_ids": ["t1"],
+        "summary": "used the key sk-ant-api03-Qz7Wk2Lm9Xc4Vb8Nn1Pp6Rr3Tt5Yy0Uu2Ii to deploy",
+        "salience": 0.5,
+    }
+    archive = tar_gz({path: json.dumps(item).encode() + b"\n"})
+    assert _post(client, project, archive).json()["imported"][0]["action"] == "appended"
+    again = _post(client, project, archive).json()
+    assert again["refused"] == []
+    assert again["imported"][0]["action"] == "unchanged"
+
+
 AUTOBYTEUS_AGENT = "memory/agents/coder_worker_4821"
 
 
@@ -398,6 +419,28 @@ def test_idempotency_key_replays_the_report(client, project):
     assert again.json() == first.json()
     other = _post(client, project, tar_gz({}), **{"Idempotency-Key": "push-1"})
     assert_problem(other, 422)
+
+
+def test_the_writes_commit_batch_by_batch(app, client, project, monkeypatch):
+    # Each batch is a transaction of its own, so that other writers take the database's
+    # writer between two batches; the report is the same as in one transaction.
+    monkeypatch.setattr(archive_service, "BATCH_MEMBERS", 2)
+    files = workspace_files()
+    archive = tar_gz(files)
+    commits: list[object] = []
+    engine = app.state.database.writer
+    record = commits.append
+    event.listen(engine, "commit", record)
+    try:
+        report = _post(client, project, archive, **{"Idempotency-Key": "batched"}).json()
+    finally:
+        event.remove(engine, "commit", record)
+    assert len(report["imported"]) == len(files)
+    assert len(commits) == math.ceil(len(files) / 2)
+    assert untar(_export(client, project)) == files
+    replayed = _post(client, project, archive, **{"Idempotency-Key": "batched"})
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json() == report
 
 
 def test_another_tenant_sees_no_archive(client, other_client, project):
