@@ -2,9 +2,10 @@
 
 Export reads the table of contents first, then each document through its own domain's
 service, one at a time, so the archive's members are byte for byte what each export route
-answers. Import hands each member to the same service function as its own import route,
-each in a savepoint of its own: a bad member is reported with the problem its route would
-have answered and never undoes or stops the others.
+answers. Import hands each member to the same service functions as its own import route
+(their pure prepare step first, for every member, then their store step), each in a
+savepoint of its own: a bad member is reported with the problem its route would have
+answered and never undoes or stops the others.
 """
 
 import re

@@ -5,6 +5,10 @@ key's row is written in the request's own transaction, so the effect and the rem
 response commit together or not at all; a request that fails leaves no row, and its retry
 runs again. Two concurrent requests with one key: the second blocks on the row's unique key
 (PostgreSQL) or on the write lock (SQLite), then finds the first's response and replays it.
+
+A route that commits in several transactions (the archive import, batch by batch) asks
+``recorded(session)`` first and records with ``record_in(session, response)`` in its last
+transaction: the row is still written once, with the final response.
 """
 
 import hashlib
@@ -118,7 +122,7 @@ class Idempotency:
         """The remembered response for this key, or None after claiming the key for this call."""
         if self.key is None:
             return None
-        assert self.session is not None, "replay_in(session) without the request's session"
+        assert self.session is not None, "a batched route calls recorded() and record_in()"
         repository = IdempotencyRepository(self.session)
         now = utcnow()
         existing = repository.get_live(self.tenant, self.key, now)
