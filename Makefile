@@ -57,6 +57,7 @@ container-test: install
 SOAK ?= 10
 SOAK_TESTS := tests/platform/test_fuzz.py tests/platform/test_crash_safety.py \
 	tests/platform/test_concurrency.py tests/platform/test_stalled_downloads.py \
+	tests/platform/test_archive_import_load.py \
 	tests/saves/test_redaction_properties.py
 
 soak: install

@@ -47,10 +47,27 @@ def _not_found(agent: str) -> NotFound:
     return NotFound(f"Agent {agent!r} has no working context snapshot in this project.")
 
 
+@dataclass(frozen=True)
+class PreparedSnapshot:
+    """A snapshot checked, redacted and rendered: everything that needs no database."""
+
+    document: dict[str, Any]
+    content: bytes
+
+
+def prepare_snapshot(raw: bytes, agent: str) -> PreparedSnapshot:
+    return _prepared(snapshot_format.parse(raw, agent))
+
+
+def _prepared(document: dict[str, Any]) -> PreparedSnapshot:
+    document = redaction.for_storage(document)
+    return PreparedSnapshot(document, snapshot_format.render(document))
+
+
 def _store(
-    repository: SnapshotRepository, snapshot: AgentSnapshot, document: dict[str, Any]
+    repository: SnapshotRepository, snapshot: AgentSnapshot, prepared: PreparedSnapshot
 ) -> None:
-    snapshot.content = snapshot_format.render(redaction.for_storage(document))
+    snapshot.content = prepared.content
     snapshot.etag = etag_of(snapshot.content)
     snapshot.updated_at = utcnow()
     repository.save(snapshot)
@@ -71,10 +88,23 @@ def _locked(
 def put_snapshot(
     session: Session, tenant: str, project: str, agent: str, raw: bytes, precondition: Precondition
 ) -> StoredSnapshot:
-    document = snapshot_format.parse(raw, agent)
+    return store_snapshot(
+        session, tenant, project, agent, prepare_snapshot(raw, agent), precondition
+    )
+
+
+def store_snapshot(
+    session: Session,
+    tenant: str,
+    project: str,
+    agent: str,
+    prepared: PreparedSnapshot,
+    precondition: Precondition,
+) -> StoredSnapshot:
     repository, snapshot = _locked(session, tenant, project, agent, precondition)
     created = snapshot.id is None
-    _store(repository, snapshot, document)
+    _store(repository, snapshot, prepared)
+    document = prepared.document
     receipt = SnapshotReceipt(
         agent_id=agent,
         schema_version=document["schema_version"],
@@ -113,7 +143,26 @@ def append_memory(
     raw: bytes,
     media_type: str | None,
 ) -> int:
-    items = redaction.for_storage(agent_memory.parse(raw, media_type, kind))
+    return store_memory(
+        session, tenant, project, agent, kind, prepare_memory(raw, media_type, kind)
+    )
+
+
+def prepare_memory(raw: bytes, media_type: str | None, kind: MemoryKind) -> list[dict[str, Any]]:
+    """The items checked and redacted: everything that needs no database."""
+    items: list[dict[str, Any]] = redaction.for_storage(agent_memory.parse(raw, media_type, kind))
+    return items
+
+
+def store_memory(
+    session: Session,
+    tenant: str,
+    project: str,
+    agent: str,
+    kind: MemoryKind,
+    items: list[dict[str, Any]],
+) -> int:
+    """Append items ``prepare_memory`` gave."""
     repository = MemoryRepository(session, touch_project(session, tenant, project), agent, kind)
     repository.add([(agent_memory.render_line(item), item.get("turn_id")) for item in items])
     return len(items)
@@ -214,7 +263,7 @@ def restore(
     document = snapshot_format.snapshot(
         agent, snapshot_format.RESTORED_EPOCH, utcnow().timestamp(), messages
     )
-    _store(repository, snapshot, document)
+    _store(repository, snapshot, _prepared(document))
     return Restored(
         source="cache" if problem is None else "rebuild",
         reason="the cached snapshot is valid" if problem is None else problem,

@@ -4,9 +4,9 @@ from starlette.concurrency import run_in_threadpool
 from app.archive import service
 from app.archive.schemas import ArchiveReport
 from app.core.body import BulkBodyRoute, RawBody, raw_body
-from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
+from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.errors import PROBLEM_MEDIA_TYPE
-from app.core.idempotency import IdempotencyDep
+from app.core.idempotency import BatchedIdempotencyDep
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
@@ -72,16 +72,19 @@ def import_archive(
     project: ProjectName,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
     principal: Writer,
-    idempotency: IdempotencyDep,
+    idempotency: BatchedIdempotencyDep,
 ) -> Response:
     """Import a `.tar.gz` in the layout the export writes. Each file goes through its own
     import route's rules, in a savepoint of its own: the report lists what was `imported`
     (with that route's answer), `warnings`, `refused` members (with the problem their route
     would have answered) and `skipped` ones (not part of the layout). A bad member never
-    stops the others. Honours `Idempotency-Key`."""
-    if (replayed := idempotency.replay()) is not None:
+    stops the others. An archive whose files inflate past the bulk limit in total is a 413
+    and imports nothing. Honours `Idempotency-Key`."""
+    database = get_database(request)
+    with database.read_session() as session:
+        replayed = idempotency.recorded(session)
+    if replayed is not None:
         return replayed
     settings = get_settings(request)
     limits = service.Limits(
@@ -89,5 +92,15 @@ def import_archive(
         save_bytes=settings.max_bulk_body_bytes,
         summary_tokens=settings.memory_summary_max_tokens,
     )
-    report = service.import_archive(session, principal.tenant, project, raw, limits)
-    return idempotency.record(FastJSONResponse(report.model_dump(mode="json")))
+    # Parsing, redaction and compression of every member first, without the database; then
+    # the writes alone, in batches that other writers interleave with.
+    steps = service.prepare_import(raw, limits)
+    return service.write_import(
+        database,
+        principal.tenant,
+        project,
+        steps,
+        lambda session, report: idempotency.record_in(
+            session, FastJSONResponse(report.model_dump(mode="json"))
+        ),
+    )

@@ -3,16 +3,17 @@
 Export reads the table of contents first, then each document through its own domain's
 service, one at a time, so the archive's members are byte for byte what each export route
 answers; the archive is written whole (to a spool) before it is sent. Import hands each
-member to the same service function as its own import route, each in a savepoint of its own:
-a bad member is reported with the problem its route would have answered and never undoes or
-stops the others.
+member to the same service functions as its own import route (their pure prepare step first,
+for every member, then their store step), each in a savepoint of its own: a bad member is
+reported with the problem its route would have answered and never undoes or stops the others.
 """
 
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
@@ -31,6 +32,7 @@ from app.archive.schemas import (
 )
 from app.core.body import decompress_body
 from app.core.conditional import etag_of
+from app.core.db import Database, session_scope
 from app.core.errors import (
     Conflict,
     ContentTooLarge,
@@ -45,6 +47,7 @@ from app.features import service as features
 from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
+from app.formats import gzip as gzip_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE, MemoryKind
 from app.formats.errors import FormatError, MalformedDocument
 from app.formats.gzip import is_gzip
@@ -174,6 +177,24 @@ def write_archive(session: Session, tenant: str, project: str, level: int, out: 
 
 
 # Import.
+#
+# In three phases, so that the database's writer (SQLite's only one) is held only for writes:
+# 1. admit: read the tar, refuse or skip what is not a file of the layout, inflate the
+#    `.json.gz` saves, and refuse the whole archive (413) when its files inflate past the
+#    bulk limit in total; nothing is written.
+# 2. prepare: each member through its kind's pure step (parse, redact, render, compress),
+#    still without the database.
+# 3. write: the prepared members in bounded batches, each batch a transaction of its own,
+#    each member in a savepoint of its own within it.
+
+# A batch ends after this many bytes of members, or this many members: other writers (other
+# tenants') take the writer between two batches.
+BATCH_BYTES = 4 * 1024 * 1024
+BATCH_MEMBERS = 100
+# SQLAlchemy's pool hands a connection given back to whichever thread asks first, and the
+# import asks again at once: a short sleep between batches lets a writer that was waiting
+# for the connection (another request) take it.
+BATCH_PAUSE_SECONDS = 0.01
 
 
 @dataclass(frozen=True)
@@ -244,18 +265,33 @@ def _stored_files(session: Session, tenant: str, project: str) -> dict[str, Plan
 
 
 class Importer:
-    def __init__(
-        self, session: Session, tenant: str, project: str, limits: Limits, report: ArchiveReport
-    ) -> None:
-        self.session = session
+    """The write phase: each step of the plan, in the session of its batch."""
+
+    def __init__(self, tenant: str, project: str, report: ArchiveReport) -> None:
         self.tenant = tenant
         self.project = project
-        self.limits = limits
         self.report = report
         self.reset_runs: set[str] = set()
-        self.stored = _stored_files(session, tenant, project)
+        self._session: Session | None = None
+        self._stored: dict[str, PlannedMember] | None = None
 
-    def _refuse(self, path: str, problem: Problem) -> None:
+    def begin(self, session: Session) -> None:
+        """A new batch: its session, and the project's files read again in it."""
+        self._session = session
+        self._stored = None
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None, "begin() a batch first"
+        return self._session
+
+    @property
+    def stored(self) -> dict[str, PlannedMember]:
+        if self._stored is None:
+            self._stored = _stored_files(self.session, self.tenant, self.project)
+        return self._stored
+
+    def refuse(self, path: str, problem: Problem) -> None:
         body = problem.body()
         self.report.refused.append(
             RefusedMember(
@@ -268,48 +304,20 @@ class Importer:
             )
         )
 
-    def admit(self, entry: archive_format.Entry) -> Member | None:
-        """The member to import, or None after reporting why it is not (directories are
-        part of any tar of a directory and are passed over silently)."""
-        if entry.type is archive_format.EntryType.directory:
-            return None
-        path = archive_format.safe_name(entry.name)
-        if path is None:
-            self._refuse(
-                entry.name,
-                InvalidContent(
-                    "An absolute path or one with '..' could reach outside the project."
-                ),
-            )
-            return None
-        if entry.type is not archive_format.EntryType.file:
-            self._refuse(
-                path, InvalidContent("Only regular files are imported, not links or devices.")
-            )
-            return None
-        target = layout.classify(path)
-        if target is None:
-            self.report.skipped.append(SkippedMember(path=path, reason="not a file of the layout"))
-            return None
-        limit = self.limits.save_bytes if target.kind is Kind.save else self.limits.member_bytes
-        if entry.content is None or entry.size > limit:
-            self._refuse(
-                path, ContentTooLarge(f"The file exceeds its route's limit of {limit} bytes.")
-            )
-            return None
-        return Member(path, target, entry.content)
+    def skip(self, path: str, reason: str) -> None:
+        self.report.skipped.append(SkippedMember(path=path, reason=reason))
 
-    def _import(self, member: Member) -> Outcome:
-        """The member through its kind's handler, in a savepoint. A file that replaces what
-        it names and leaves the project's copy byte for byte as it was (the same file, or one
-        that stores as the same: a redacted secret, a version 1 state migrated again) is
+    def _import(self, member: Member, write: "Write") -> Outcome:
+        """The member's prepared write, in a savepoint. A file that replaces what it names
+        and leaves the project's copy byte for byte as it was (the same file, or one that
+        stores as the same: a redacted secret, a version 1 state migrated again) is
         ``unchanged``: its savepoint is rolled back, so no time moves and pushing twice
-        changes nothing. Saves and agent memory recognise what they hold in their handlers."""
+        changes nothing. Saves and agent memory recognise what they hold in their writes."""
         stored = self.stored.get(member.path) if member.target.kind in _REPLACING_KINDS else None
         before = stored.read(self.session) if stored is not None else None
         try:
             with self.session.begin_nested():
-                outcome = HANDLERS[member.target.kind](self, member)
+                outcome = write(self)
                 if stored is not None and stored.read(self.session) == before:
                     raise _Unchanged
         except _Unchanged:
@@ -317,17 +325,20 @@ class Importer:
             return Outcome(200, "unchanged", {"etag": etag_of(before)})
         return outcome
 
-    def run(self, member: Member) -> None:
+    def run(self, member: Member, prepared: "Write | Exception") -> None:
+        """Write a prepared member and report it; or report why preparing it failed."""
         try:
-            outcome = self._import(member)
+            if isinstance(prepared, Exception):
+                raise prepared
+            outcome = self._import(member, prepared)
         except Skip as exc:
-            self.report.skipped.append(SkippedMember(path=member.path, reason=str(exc)))
-        except Problem as exc:
-            self._refuse(member.path, exc)
+            self.skip(member.path, str(exc))
         except FormatError as exc:
-            self._refuse(member.path, _format_problem(exc))
+            self.refuse(member.path, _format_problem(exc))
+        except Problem as exc:
+            self.refuse(member.path, exc)
         except IntegrityError:
-            self._refuse(
+            self.refuse(
                 member.path, Conflict("The change conflicts with a concurrent change; retry it.")
             )
         else:
@@ -349,22 +360,11 @@ class Importer:
         project = ProjectRepository(self.session).get(self.tenant, self.project)
         return project.id if project is not None else None
 
-    # One handler per kind of file: the member's own route's service function.
+    # One write per kind of file: the store step of the member's own route's service.
 
-    def save(self, member: Member) -> Outcome:
-        """The save under the name it came with (``.gz`` aside). Pushing a directory again
-        adds nothing: a save already stored under that name with that file, as it would be
-        stored (redacted), is ``unchanged``."""
-        filename = member.target.name.removesuffix(".gz")
-        if not mdan_save.is_filename(filename):
-            raise InvalidContent(
-                f"{member.target.name!r} is not the name of a save file.",
-                errors=[FieldError("path.filename", f"must be {mdan_save.FILENAME_RULE}")],
-            )
-        raw = member.content
-        if is_gzip(raw):
-            raw = decompress_body(raw, self.limits.save_bytes)
-        prepared = saves.prepare_save(raw, filename)
+    def save(self, member: Member, prepared: saves.PreparedSave) -> Outcome:
+        """Pushing a directory again adds nothing: a save already stored under that name
+        with that file, as it would be stored (redacted), is ``unchanged``."""
         existing = saves.stored_copy(self.session, self.tenant, self.project, prepared)
         if existing is not None:
             return Outcome(200, "unchanged", {"id": existing})
@@ -382,28 +382,20 @@ class Importer:
             warnings.append(("", f"exported as {layout.save_path(exported_as)}"))
         return Outcome(201, "created", receipt.model_dump(mode="json"), warnings)
 
-    def snapshot(self, member: Member) -> Outcome:
-        agent = _checked_name(member.target, "agent")
-        stored = agents.put_snapshot(
-            self.session, self.tenant, self.project, agent, member.content, _no_precondition
+    def snapshot(self, agent: str, prepared: agents.PreparedSnapshot) -> Outcome:
+        stored = agents.store_snapshot(
+            self.session, self.tenant, self.project, agent, prepared, _no_precondition
         )
         action = "created" if stored.created else "replaced"
         return Outcome(201 if stored.created else 200, action, stored.receipt.model_dump())
 
-    def agent_memory(self, member: Member) -> Outcome:
+    def agent_memory(self, agent: str, kind: MemoryKind, items: list[dict[str, Any]]) -> Outcome:
         """The file on disk is the whole history: only the lines the store lacks are
         appended, so that pushing a directory twice appends nothing the second time. A
         raw_traces.jsonl that autobyteus pruned since (whole turns gone, moved to its
-        raw_traces_archive.jsonl) prunes the same turns here first."""
-        agent = _checked_name(member.target, "agent")
-        kind = member.target.memory_kind
-        assert kind is not None
-        if not member.content.strip():
-            raise Skip("empty: no items to append")
-        lines = [
-            agent_memory.render_line(item)
-            for item in agent_memory.parse(member.content, NDJSON_MEDIA_TYPE, kind)
-        ]
+        raw_traces_archive.jsonl) prunes the same turns here first. Lines compare as stored
+        (redacted), so a file holding a secret is the start of its stored copy."""
+        lines = [agent_memory.render_line(item) for item in items]
         pid = self._project_id()
         stored = (
             [row.line for row in AgentMemoryRepository(self.session, pid, agent, kind).all()]
@@ -425,17 +417,9 @@ class Importer:
             warnings.append(
                 ("", f"{pruned} raw trace(s) of {len(turns)} turn(s) pruned, as in the file")
             )
-        new = lines[len(stored) - pruned :]
+        new = items[len(stored) - pruned :]
         appended = (
-            agents.append_memory(
-                self.session,
-                self.tenant,
-                self.project,
-                agent,
-                kind,
-                agent_memory.render_file(new),
-                NDJSON_MEDIA_TYPE,
-            )
+            agents.store_memory(self.session, self.tenant, self.project, agent, kind, new)
             if new
             else 0
         )
@@ -444,11 +428,10 @@ class Importer:
             return Outcome(status, "pruned", {"pruned": pruned, "appended": appended}, warnings)
         return Outcome(status, "appended" if appended else "unchanged", {"appended": appended})
 
-    def run_state(self, member: Member) -> Outcome:
+    def run_state(self, run: str, prepared: runs.PreparedLoad) -> Outcome:
         """atari's own load (``state:load``): a file from disk may be of version 1, or one
         atari itself would set aside; the outcome says which."""
-        run = _checked_name(member.target, "run")
-        loaded = runs.load_state(self.session, self.tenant, self.project, run, member.content)
+        loaded = runs.store_load(self.session, self.tenant, self.project, run, prepared)
         warnings = [(notice.path, notice.message) for notice in loaded.notices]
         if loaded.outcome != "stored":
             warnings.append(("", f"{loaded.outcome}: {loaded.reason}"))
@@ -456,91 +439,283 @@ class Importer:
             self.reset_runs.add(run)
         return Outcome(200, loaded.outcome, loaded.model_dump(mode="json"), warnings)
 
-    def run_backup(self, member: Member) -> Outcome:
-        run = _checked_name(member.target, "run")
+    def run_backup(self, run: str, backup: bytes) -> Outcome:
         if run in self.reset_runs:
             raise Skip(
                 "superseded: loading this archive's state.json set that file aside as the "
                 "backup, as atari does"
             )
-        summary = runs.put_backup(self.session, self.tenant, self.project, run, member.content)
+        summary = runs.store_backup(self.session, self.tenant, self.project, run, backup)
         return Outcome(200, "replaced", summary.model_dump(mode="json"))
 
-    def feature_context(self, member: Member) -> Outcome:
-        feature = _checked_name(member.target, "feature")
-        context, created = features.put(
-            self.session, self.tenant, self.project, feature, member.content, _no_precondition
+    def feature_context(self, feature: str, prepared: features.PreparedContext) -> Outcome:
+        context, created = features.store(
+            self.session, self.tenant, self.project, feature, prepared, _no_precondition
         )
         summary = FeatureSummary.model_validate(context, from_attributes=True)
         action = "created" if created else "replaced"
         return Outcome(201 if created else 200, action, summary.model_dump(mode="json"))
 
-    def feature_workflow(self, member: Member) -> Outcome:
-        feature = _checked_name(member.target, "feature")
-        workflow, action = features.put_workflow(
-            self.session, self.tenant, self.project, feature, member.content, _no_precondition
+    def feature_workflow(self, feature: str, checked: bytes) -> Outcome:
+        workflow, action = features.store_workflow(
+            self.session, self.tenant, self.project, feature, checked, _no_precondition
         )
         summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
         return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
 
-    def memory_file(self, member: Member) -> Outcome:
-        name = member.target.name
-        if name == _SUMMARY_FILE:
-            receipt = memory.put_summary(
-                self.session,
-                self.tenant,
-                self.project,
-                member.content,
-                _no_precondition,
-                self.limits.summary_tokens,
-                memory.OverLimit.warn,
-            )
-            warnings = [
-                (pointer, "missing; filled in by the service") for pointer in receipt.filled
-            ]
-            warnings += [(warning.pointer, warning.message) for warning in receipt.warnings]
-            action = "created" if receipt.created else "replaced"
-            status = 201 if receipt.created else 200
-            return Outcome(status, action, receipt.model_dump(mode="json"), warnings)
-        kind: ItemKind = _ITEM_FILE_KINDS[name]
-        etag, style, count = memory.put_items_file(
-            self.session, self.tenant, self.project, kind, member.content, _no_precondition
+    def summary_file(self, prepared: memory.PreparedSummary) -> Outcome:
+        receipt = memory.store_summary(
+            self.session, self.tenant, self.project, prepared, _no_precondition
+        )
+        warnings = [(pointer, "missing; filled in by the service") for pointer in receipt.filled]
+        warnings += [(warning.pointer, warning.message) for warning in receipt.warnings]
+        action = "created" if receipt.created else "replaced"
+        status = 201 if receipt.created else 200
+        return Outcome(status, action, receipt.model_dump(mode="json"), warnings)
+
+    def items_file(self, kind: ItemKind, prepared: memory.PreparedItems) -> Outcome:
+        etag, style, count = memory.store_items_file(
+            self.session, self.tenant, self.project, kind, prepared, _no_precondition
         )
         receipt_body = FileReceipt(etag=etag, style=style, items=count).model_dump(mode="json")
         return Outcome(200, "replaced", receipt_body)
 
 
-HANDLERS: dict[Kind, Callable[[Importer, Member], Outcome]] = {
-    Kind.save: Importer.save,
-    Kind.snapshot: Importer.snapshot,
-    Kind.agent_memory: Importer.agent_memory,
-    Kind.run_state: Importer.run_state,
-    Kind.run_backup: Importer.run_backup,
-    Kind.feature_context: Importer.feature_context,
-    Kind.feature_workflow: Importer.feature_workflow,
-    Kind.memory_file: Importer.memory_file,
+# What the write phase does with a prepared member.
+Write = Callable[[Importer], Outcome]
+
+
+# One prepare step per kind of file: the pure part of the member's own route's service (its
+# parse, redaction, rendering and compression), and the write that stores the result.
+
+
+def _prepare_save(member: Member, _limits: Limits) -> Write:
+    """The save under the name it came with (``.gz`` aside; admission inflated it)."""
+    filename = member.target.name.removesuffix(".gz")
+    if not mdan_save.is_filename(filename):
+        raise InvalidContent(
+            f"{member.target.name!r} is not the name of a save file.",
+            errors=[FieldError("path.filename", f"must be {mdan_save.FILENAME_RULE}")],
+        )
+    prepared = saves.prepare_save(member.content, filename)
+    return lambda importer: importer.save(member, prepared)
+
+
+def _prepare_snapshot(member: Member, _limits: Limits) -> Write:
+    agent = _checked_name(member.target, "agent")
+    prepared = agents.prepare_snapshot(member.content, agent)
+    return lambda importer: importer.snapshot(agent, prepared)
+
+
+def _prepare_agent_memory(member: Member, _limits: Limits) -> Write:
+    agent = _checked_name(member.target, "agent")
+    kind = member.target.memory_kind
+    assert kind is not None
+    if not member.content.strip():
+        raise Skip("empty: no items to append")
+    items = agents.prepare_memory(member.content, NDJSON_MEDIA_TYPE, kind)
+    return lambda importer: importer.agent_memory(agent, kind, items)
+
+
+def _prepare_run_state(member: Member, _limits: Limits) -> Write:
+    run = _checked_name(member.target, "run")
+    prepared = runs.prepare_load(member.content)
+    return lambda importer: importer.run_state(run, prepared)
+
+
+def _prepare_run_backup(member: Member, _limits: Limits) -> Write:
+    run = _checked_name(member.target, "run")
+    backup = runs.prepare_backup(member.content)
+    return lambda importer: importer.run_backup(run, backup)
+
+
+def _prepare_feature_context(member: Member, _limits: Limits) -> Write:
+    feature = _checked_name(member.target, "feature")
+    prepared = features.prepare_context(member.content)
+    return lambda importer: importer.feature_context(feature, prepared)
+
+
+def _prepare_feature_workflow(member: Member, _limits: Limits) -> Write:
+    feature = _checked_name(member.target, "feature")
+    prepared = features.prepare_workflow(member.content)
+    return lambda importer: importer.feature_workflow(feature, prepared)
+
+
+def _prepare_memory_file(member: Member, limits: Limits) -> Write:
+    if member.target.name == _SUMMARY_FILE:
+        summary = memory.prepare_summary(
+            member.content, limits.summary_tokens, memory.OverLimit.warn
+        )
+        return lambda importer: importer.summary_file(summary)
+    kind: ItemKind = _ITEM_FILE_KINDS[member.target.name]
+    items = memory.prepare_items_file(member.content, kind)
+    return lambda importer: importer.items_file(kind, items)
+
+
+PREPARERS: dict[Kind, Callable[[Member, Limits], Write]] = {
+    Kind.save: _prepare_save,
+    Kind.snapshot: _prepare_snapshot,
+    Kind.agent_memory: _prepare_agent_memory,
+    Kind.run_state: _prepare_run_state,
+    Kind.run_backup: _prepare_run_backup,
+    Kind.feature_context: _prepare_feature_context,
+    Kind.feature_workflow: _prepare_feature_workflow,
+    Kind.memory_file: _prepare_memory_file,
 }
 
 
-def import_archive(
-    session: Session, tenant: str, project: str, raw: bytes, limits: Limits
-) -> ArchiveReport:
-    """Import a .tar.gz (or a tar whose gzip the transport already undid). An archive that
-    cannot be read at all is a 400 and imports nothing."""
+@dataclass(frozen=True)
+class Step:
+    """One entry of the archive as the write phase takes it: what to do (write a prepared
+    member, or report one), and how many bytes it writes (for the batches)."""
+
+    size: int
+    apply: Callable[[Importer], None]
+
+
+def _refusal(path: str, problem: Problem) -> Step:
+    return Step(0, lambda importer: importer.refuse(path, problem))
+
+
+class _Budget:
+    """What the archive's files inflate to, in total: at most the bulk limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def _too_large(self) -> ContentTooLarge:
+        return ContentTooLarge(
+            f"The archive's files inflate to more than the limit of {self.limit} bytes "
+            "(in total, .json.gz saves counted inflated); nothing was imported."
+        )
+
+    def inflate(self, content: bytes) -> bytes:
+        """A ``.json.gz`` member inflated within what is left of the limit."""
+        try:
+            inflated = gzip_format.decompress(content, self.limit - self.used)
+        except gzip_format.DecompressedTooLarge as exc:
+            raise self._too_large() from exc
+        except gzip_format.GzipError as exc:
+            raise MalformedBody(f"The gzip file cannot be decompressed: {exc}.") from exc
+        self.count(len(inflated))
+        return inflated
+
+    def count(self, size: int) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise self._too_large()
+
+
+def _admit(entry: archive_format.Entry, limits: Limits, budget: _Budget) -> Member | Step | None:
+    """The member to import (its content inflated when it is a ``.json.gz`` save); a step
+    that reports why it is not; or None for a directory (part of any tar of a directory,
+    passed over silently). Raises 413 when the archive's files inflate past the limit."""
+    if entry.type is archive_format.EntryType.directory:
+        return None
+    path = archive_format.safe_name(entry.name)
+    if path is None:
+        return _refusal(
+            entry.name,
+            InvalidContent("An absolute path or one with '..' could reach outside the project."),
+        )
+    if entry.type is not archive_format.EntryType.file:
+        return _refusal(
+            path, InvalidContent("Only regular files are imported, not links or devices.")
+        )
+    target = layout.classify(path)
+    if target is None:
+        return Step(0, lambda importer: importer.skip(path, "not a file of the layout"))
+    limit = limits.save_bytes if target.kind is Kind.save else limits.member_bytes
+    if entry.content is None or entry.size > limit:
+        return _refusal(
+            path, ContentTooLarge(f"The file exceeds its route's limit of {limit} bytes.")
+        )
+    content = entry.content
+    if target.kind is Kind.save and is_gzip(content):
+        try:
+            content = budget.inflate(content)
+        except MalformedBody as exc:
+            return _refusal(path, exc)
+    else:
+        budget.count(len(content))
+    return Member(path, target, content)
+
+
+def _prepared(member: Member, limits: Limits) -> Step:
+    """The member through its kind's prepare step; a failure is reported when its turn
+    comes, as the route's own problem."""
+    prepared: Write | Exception
+    try:
+        prepared = PREPARERS[member.target.kind](member, limits)
+    except (Skip, FormatError, Problem) as exc:
+        prepared = exc
+    return Step(len(member.content), lambda importer: importer.run(member, prepared))
+
+
+def prepare_import(raw: bytes, limits: Limits) -> list[Step]:
+    """Phases 1 and 2, without the database: the archive's steps, in the order they are
+    written. An archive that cannot be read at all is a 400, one whose files inflate past
+    the bulk limit in total a 413; both import nothing."""
     tar_bytes = decompress_body(raw, limits.save_bytes) if is_gzip(raw) else raw
-    report = ArchiveReport()
-    importer = Importer(session, tenant, project, limits, report)
-    backups: list[Member] = []
+    budget = _Budget(limits.save_bytes)
+    admitted: list[Member | Step] = []
     for entry in archive_format.read(tar_bytes, limits.save_bytes):
-        member = importer.admit(entry)
-        if member is None:
-            continue
-        if member.target.kind is Kind.run_backup:
+        if (member := _admit(entry, limits, budget)) is not None:
+            admitted.append(member)
+    steps: list[Step] = []
+    backups: list[Step] = []
+    for item in admitted:
+        if isinstance(item, Step):
+            steps.append(item)
+        elif item.target.kind is Kind.run_backup:
             # After every state.json, whatever the order of the tar: a backup belongs to a
             # run's state, and atari's own load of that state may replace it.
-            backups.append(member)
+            backups.append(_prepared(item, limits))
         else:
-            importer.run(member)
-    for member in backups:
-        importer.run(member)
-    return report
+            steps.append(_prepared(item, limits))
+    return steps + backups
+
+
+def _batches(steps: list[Step]) -> Iterator[list[Step]]:
+    """The steps in order, cut into batches of at most ``BATCH_BYTES`` (or one step, when
+    it alone is larger) and ``BATCH_MEMBERS``; always at least one batch."""
+    batch: list[Step] = []
+    size = 0
+    for step in steps:
+        if batch and (size + step.size > BATCH_BYTES or len(batch) == BATCH_MEMBERS):
+            yield batch
+            batch, size = [], 0
+        batch.append(step)
+        size += step.size
+    yield batch
+
+
+Finished = TypeVar("Finished")
+
+
+def write_import(
+    database: Database,
+    tenant: str,
+    project: str,
+    steps: list[Step],
+    finish: Callable[[Session, ArchiveReport], Finished],
+) -> Finished:
+    """Phase 3: the steps in batches, each committed before the next takes the writer.
+    ``finish`` gets the complete report in the last batch's transaction (to record the
+    Idempotency-Key's answer with the last writes). A batch that fails to commit (the
+    database gone) ends the import with its error: the batches before it stay imported, and
+    sending the archive again completes it (what is stored comes back ``unchanged``)."""
+    report = ArchiveReport()
+    importer = Importer(tenant, project, report)
+    batches = list(_batches(steps))
+    for number, batch in enumerate(batches, start=1):
+        if number > 1:
+            time.sleep(BATCH_PAUSE_SECONDS)
+        with session_scope(database.write_session()) as session:
+            importer.begin(session)
+            for step in batch:
+                step.apply(importer)
+            if number == len(batches):
+                return finish(session, report)
+    raise AssertionError("_batches always yields a batch")

@@ -5,6 +5,10 @@ key's row is written in the request's own transaction, so the effect and the rem
 response commit together or not at all; a request that fails leaves no row, and its retry
 runs again. Two concurrent requests with one key: the second blocks on the row's unique key
 (PostgreSQL) or on the write lock (SQLite), then finds the first's response and replays it.
+
+A route that commits in several transactions (the archive import, batch by batch) asks
+``recorded(session)`` first and records with ``record_in(session, response)`` in its last
+transaction: the row is still written once, with the final response.
 """
 
 import hashlib
@@ -23,6 +27,7 @@ from app.core.db import UTCDateTime, utcnow
 from app.core.deps import Writer, WriteSession, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
 from app.core.json import dumps
+from app.core.security import Principal
 from app.redaction import Redactions, redact_document
 
 # Headers a replay must repeat for the client to see the same response.
@@ -88,7 +93,7 @@ def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) 
 class Idempotency:
     def __init__(
         self,
-        session: Session,
+        session: Session | None,
         tenant: str,
         key: str | None,
         request_hash: str,
@@ -117,6 +122,7 @@ class Idempotency:
         """The remembered response for this key, or None after claiming the key for this call."""
         if self.key is None:
             return None
+        assert self.session is not None, "a batched route calls recorded() and record_in()"
         repository = IdempotencyRepository(self.session)
         now = utcnow()
         existing = repository.get_live(self.tenant, self.key, now)
@@ -144,6 +150,7 @@ class Idempotency:
         """Remember ``response`` for this key (in the request's transaction) and return it."""
         if self.record_row is None:
             return response
+        assert self.session is not None
         response = _redacted(response)
         self.record_row.status_code = response.status_code
         self.record_row.headers = {
@@ -152,6 +159,26 @@ class Idempotency:
         self.record_row.body = bytes(response.body)
         IdempotencyRepository(self.session).save(self.record_row)
         return response
+
+    # For a route that writes in several transactions (the archive import): no key is
+    # claimed up front, since a claim committed with its first batch would be left "in
+    # progress" by a crash; the answer is recorded with its last batch instead.
+
+    def recorded(self, session: Session) -> Response | None:
+        """The remembered response for this key, looked up in ``session``; nothing claimed."""
+        if self.key is None:
+            return None
+        existing = IdempotencyRepository(session).get_live(self.tenant, self.key, utcnow())
+        return self._replay(existing) if existing is not None else None
+
+    def record_in(self, session: Session, response: Response) -> Response:
+        """Claim the key and remember ``response`` in ``session``'s transaction; or, when a
+        request with this key finished meanwhile (the same one sent twice at once), answer
+        what that one answered."""
+        self.session = session
+        if (replayed := self.replay()) is not None:
+            return replayed
+        return self.record(response)
 
 
 def _redacted(response: Response) -> Response:
@@ -171,25 +198,25 @@ def _redacted(response: Response) -> Response:
     return response
 
 
-async def _idempotency(
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency_key: Annotated[
-        str | None,
-        Header(
-            min_length=1,
-            max_length=255,
-            description="Makes a retry safe: the same key and body replay the first response.",
-        ),
-    ] = None,
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        min_length=1,
+        max_length=255,
+        description="Makes a retry safe: the same key and body replay the first response.",
+    ),
+]
+
+
+async def _of_request(
+    request: Request, session: Session | None, principal: Principal, key: str | None
 ) -> Idempotency:
-    body = await request.body() if idempotency_key is not None else b""
+    body = await request.body() if key is not None else b""
     settings = get_settings(request)
     return Idempotency(
         session=session,
         tenant=principal.tenant,
-        key=idempotency_key,
+        key=key,
         request_hash=fingerprint(
             settings.fingerprint_secret,
             request.method,
@@ -201,4 +228,23 @@ async def _idempotency(
     )
 
 
+async def _idempotency(
+    request: Request,
+    session: WriteSession,
+    principal: Writer,
+    idempotency_key: IdempotencyKey = None,
+) -> Idempotency:
+    return await _of_request(request, session, principal, idempotency_key)
+
+
+async def _idempotency_without_session(
+    request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
+) -> Idempotency:
+    return await _of_request(request, None, principal, idempotency_key)
+
+
 IdempotencyDep = Annotated[Idempotency, Depends(_idempotency, scope="function")]
+"""Replays and records in the request's write session: ``replay()`` first, ``record()`` last."""
+BatchedIdempotencyDep = Annotated[Idempotency, Depends(_idempotency_without_session)]
+"""For a route that takes the writer in several transactions: ``recorded(session)`` first,
+``record_in(session, response)`` with its last writes."""

@@ -28,16 +28,35 @@ def _now_text() -> str:
     return feature_context.tool_timestamp(utcnow())
 
 
-def _write(context: FeatureContext, document: dict[str, Any]) -> None:
-    """Redact the document (in place: the handover rows are read from it next), render it and
-    set every column derived from it."""
+@dataclass(frozen=True)
+class PreparedContext:
+    """A context redacted and rendered: everything that needs no database."""
+
+    document: dict[str, Any]
+    content: bytes
+
+
+def _prepared(document: dict[str, Any]) -> PreparedContext:
+    # In place: the handover rows are read from the redacted document.
     redaction.for_storage(document)
-    content = feature_context.render(document)
-    breaker_state = document.get("circuit_breaker", {})
-    context.content = content
-    context.size_bytes = len(content)
-    context.etag = etag_of(content)
-    context.current_phase = document.get("current_phase")
+    return PreparedContext(document, feature_context.render(document))
+
+
+def prepare_context(raw: bytes) -> PreparedContext:
+    return _prepared(feature_context.parse(raw))
+
+
+def _write(context: FeatureContext, document: dict[str, Any]) -> None:
+    _write_prepared(context, _prepared(document))
+
+
+def _write_prepared(context: FeatureContext, prepared: PreparedContext) -> None:
+    """Set every column derived from the document."""
+    breaker_state = prepared.document.get("circuit_breaker", {})
+    context.content = prepared.content
+    context.size_bytes = len(prepared.content)
+    context.etag = etag_of(prepared.content)
+    context.current_phase = prepared.document.get("current_phase")
     context.intervention_required = breaker_state.get("intervention_required", False)
     context.blocked_task = breaker_state.get("blocked_task")
     context.updated_at = utcnow()
@@ -100,7 +119,17 @@ def put(
     precondition: Precondition,
 ) -> tuple[FeatureContext, bool]:
     """Store the file as it is (create or replace); True when it was created."""
-    document = feature_context.parse(raw)
+    return store(session, tenant, project, feature_id, prepare_context(raw), precondition)
+
+
+def store(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    prepared: PreparedContext,
+    precondition: Precondition,
+) -> tuple[FeatureContext, bool]:
     project_key = touch_project(session, tenant, project)
     repository = FeatureRepository(session)
     context = repository.get(project_key, feature_id, for_update=True)
@@ -108,9 +137,9 @@ def put(
     created = context is None
     if context is None:
         context = FeatureContext(project_id=project_key, feature_id=feature_id)
-    _write(context, document)
+    _write_prepared(context, prepared)
     repository.save(context)
-    _replace_handover_rows(session, context, document)
+    _replace_handover_rows(session, context, prepared.document)
     return context, created
 
 
@@ -188,11 +217,27 @@ def put_workflow(
     """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
     same. It needs no context: the orchestrator reads workflow.json before it creates
     context.json."""
+    return store_workflow(session, tenant, project, feature_id, prepare_workflow(raw), precondition)
+
+
+def prepare_workflow(raw: bytes) -> bytes:
+    """The bytes to store: the file as it came, or, when it held a secret, the redacted
+    document rendered as the orchestrator writes it. Needs no database."""
     document = feature_workflow.parse(raw)
     found = Redactions()
     redaction.for_storage(document, found)
-    if found.sites:
-        raw = feature_workflow.render(document)
+    return feature_workflow.render(document) if found.sites else raw
+
+
+def store_workflow(
+    session: Session,
+    tenant: str,
+    project: str,
+    feature_id: str,
+    raw: bytes,
+    precondition: Precondition,
+) -> tuple[FeatureWorkflow, WorkflowAction]:
+    """``put_workflow`` of the bytes ``prepare_workflow`` gave."""
     project_key = touch_project(session, tenant, project)
     repository = WorkflowRepository(session)
     workflow = repository.get(project_key, feature_id, for_update=True)

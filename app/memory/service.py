@@ -117,6 +117,24 @@ def summary_file(session: Session, tenant: str, project: str, style: Style | Non
     return _file(SUMMARY_FILE, codec.render(jsondoc.load(row.content), style))
 
 
+@dataclass(frozen=True)
+class PreparedSummary:
+    """A running summary parsed, redacted and counted: everything that needs no database."""
+
+    document: dict[str, Any]
+    detected: Style | None
+    counted: int
+    warnings: list[SummaryWarning]
+
+
+def prepare_summary(raw: bytes, limit: int, over_limit: OverLimit) -> PreparedSummary:
+    document, detected = codec.parse_summary(raw)
+    redaction.for_storage(document)
+    counted = tokens.count(document["content"])
+    warnings = _summary_over_limit(counted, limit, over_limit)
+    return PreparedSummary(document, detected, counted, warnings)
+
+
 def put_summary(
     session: Session,
     tenant: str,
@@ -126,10 +144,19 @@ def put_summary(
     limit: int,
     over_limit: OverLimit,
 ) -> SummaryReceipt:
-    document, detected = codec.parse_summary(raw)
-    redaction.for_storage(document)
-    counted = tokens.count(document["content"])
-    warnings = _summary_over_limit(counted, limit, over_limit)
+    return store_summary(
+        session, tenant, project, prepare_summary(raw, limit, over_limit), precondition
+    )
+
+
+def store_summary(
+    session: Session,
+    tenant: str,
+    project: str,
+    prepared: PreparedSummary,
+    precondition: Precondition,
+) -> SummaryReceipt:
+    document, detected, counted = prepared.document, prepared.detected, prepared.counted
     pid = touch_project(session, tenant, project)
     repository = MemoryRepository(session)
     row = repository.summary(pid, for_update=True)
@@ -160,7 +187,7 @@ def put_summary(
         style=style,
         token_count=counted,
         filled=filled,
-        warnings=warnings,
+        warnings=prepared.warnings,
     )
 
 
@@ -390,6 +417,19 @@ def items_file(
     return _file(ITEM_FILES[kind], _render_items(repository.live(pid, kind.value), chosen))
 
 
+@dataclass(frozen=True)
+class PreparedItems:
+    """A list file parsed and redacted: everything that needs no database."""
+
+    documents: list[dict[str, Any]]
+    detected: Style | None
+
+
+def prepare_items_file(raw: bytes, kind: ItemKind) -> PreparedItems:
+    documents, detected = codec.parse_items(raw, kind)
+    return PreparedItems(redaction.for_storage(documents), detected)
+
+
 def put_items_file(
     session: Session,
     tenant: str,
@@ -398,9 +438,22 @@ def put_items_file(
     raw: bytes,
     precondition: Precondition,
 ) -> tuple[str, Style, int]:
+    return store_items_file(
+        session, tenant, project, kind, prepare_items_file(raw, kind), precondition
+    )
+
+
+def store_items_file(
+    session: Session,
+    tenant: str,
+    project: str,
+    kind: ItemKind,
+    prepared: PreparedItems,
+    precondition: Precondition,
+) -> tuple[str, Style, int]:
     """Replace the file's set. Items kept by id keep their history (when they arrived);
     items no longer in the file are deleted, archived ones stay archived and untouched."""
-    documents, detected = codec.parse_items(raw, kind)
+    documents, detected = prepared.documents, prepared.detected
     pid = touch_project(session, tenant, project)
     repository = MemoryRepository(session)
     style_row = repository.file_style(pid, kind.value)

@@ -59,13 +59,29 @@ def _notices(notes: list[atari_state.Note]) -> list[Notice]:
     ]
 
 
-def _store(repository: RunRepository, row: RunState, state: dict[str, Any]) -> RunState:
-    """Render the document and set every column derived from it."""
+@dataclass(frozen=True)
+class RenderedState:
+    """A state redacted and rendered: everything that needs no database."""
+
+    state: dict[str, Any]
+    content: bytes
+
+
+def _rendered(state: dict[str, Any]) -> RenderedState:
     # Redaction changes strings only, so the typed fields Go reads stay valid.
     state = redaction.for_storage(state)
-    content = atari_state.render(state)
-    row.content = content
-    row.etag = etag_of(content)
+    return RenderedState(state, atari_state.render(state))
+
+
+def _store(repository: RunRepository, row: RunState, state: dict[str, Any]) -> RunState:
+    return _store_rendered(repository, row, _rendered(state))
+
+
+def _store_rendered(repository: RunRepository, row: RunState, rendered: RenderedState) -> RunState:
+    """Set every column derived from the document."""
+    state = rendered.state
+    row.content = rendered.content
+    row.etag = etag_of(rendered.content)
     row.version = state["version"]
     row.status = state["status"]
     row.iteration = state["iteration"]
@@ -123,36 +139,65 @@ def put_state(
     return StateReceipt(**summary(row).model_dump(), notices=_notices(notes)), created
 
 
-def _set_backup(row: RunState, raw: bytes) -> None:
-    backup = redaction.bytes_for_storage(raw)
+def prepare_backup(raw: bytes) -> bytes:
+    """A backup as it is stored: its bytes, redacted (see ``bytes_for_storage``)."""
+    return redaction.bytes_for_storage(raw)
+
+
+def _set_backup(row: RunState, backup: bytes) -> None:
     row.backup = backup
     row.backup_etag = etag_of(backup)
 
 
+@dataclass(frozen=True)
+class PreparedLoad:
+    """atari's load of a file, done: the state to store and, when the file was set aside,
+    the backup it becomes; everything that needs no database."""
+
+    loaded: atari_state.Loaded
+    rendered: RenderedState
+    backup: bytes | None
+
+
+def prepare_load(raw: bytes) -> PreparedLoad:
+    loaded = atari_state.load(raw, utcnow())
+    # As atari renames the file to state.json.backup: the previous backup is replaced.
+    backup = prepare_backup(raw) if loaded.outcome == "reset" else None
+    return PreparedLoad(loaded, _rendered(loaded.state), backup)
+
+
 def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes) -> LoadResult:
     """atari's own load of a file from disk (see ``atari_state.load``)."""
-    loaded = atari_state.load(raw, utcnow())
+    return store_load(session, tenant, project, run, prepare_load(raw))
+
+
+def store_load(
+    session: Session, tenant: str, project: str, run: str, prepared: PreparedLoad
+) -> LoadResult:
+    loaded = prepared.loaded
     repository, row, owner = _lock(session, tenant, project, run, lambda _etag: None)
     row = row or RunState(project_id=owner, run=run)
-    if loaded.outcome == "reset":
-        # As atari renames the file to state.json.backup: the previous backup is replaced.
-        _set_backup(row, raw)
-    row = _store(repository, row, loaded.state)
+    if prepared.backup is not None:
+        _set_backup(row, prepared.backup)
+    row = _store_rendered(repository, row, prepared.rendered)
     return LoadResult(
         outcome=loaded.outcome,  # type: ignore[arg-type]
         reason=loaded.reason,
         file_version=loaded.file_version,
-        backup_size=len(row.backup or b"") if loaded.outcome == "reset" else None,
+        backup_size=len(row.backup or b"") if prepared.backup is not None else None,
         notices=_notices(loaded.notes),
         state=summary(row),
     )
 
 
-def put_backup(session: Session, tenant: str, project: str, run: str, raw: bytes) -> RunSummary:
-    """Set a run's backup to these bytes, verbatim, as a ``state.json.backup`` beside its
-    ``state.json`` on disk (the project archive's import). The run must have a state."""
+def store_backup(
+    session: Session, tenant: str, project: str, run: str, backup: bytes
+) -> RunSummary:
+    """Set a run's backup to the bytes ``prepare_backup`` gave, as a ``state.json.backup``
+    beside its ``state.json`` on disk (the project archive's import). The run must have a
+    state."""
     repository, row = _lock_existing(session, tenant, project, run, lambda _etag: None)
-    _set_backup(row, raw)
+    _set_backup(row, backup)
     row.modified_at = utcnow()
     return summary(repository.save(row))
 

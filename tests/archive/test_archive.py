@@ -3,11 +3,14 @@
 import gzip
 import io
 import json
+import math
 import tarfile
 from collections.abc import Iterator
 
 import pytest
+from sqlalchemy import event
 
+from app.archive import service as archive_service
 from tests.helpers import (
     GOLDEN,
     assert_problem,
@@ -219,6 +222,25 @@ def test_an_archive_that_expands_past_the_limit_is_413(client, project, small_li
     assert_problem(_post(client, project, bomb), 413)
 
 
+def test_an_archive_of_gzip_saves_that_inflate_past_the_limit_in_total_is_413(
+    client, project, small_limits
+):
+    # Each member is small, and inflates to a save under the bulk limit; together they
+    # inflate to far more (the 21 KB archive inflated to 720 MiB of saves).
+    document = seed_save()
+    document["x_padding"] = ["the same line, again and again"] * 2000
+    save = python_indent2(document)
+    assert 50_000 < len(save) < 200_000
+    members = {
+        f"mdan/mdan-save-{1705314225 + n}.json.gz": gzip.compress(save, mtime=0) for n in range(12)
+    }
+    bomb = tar_gz(members)
+    assert len(bomb) < 20_000
+    problem = assert_problem(_post(client, project, bomb), 413)
+    assert "200000" in problem["detail"]
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+
+
 @pytest.mark.parametrize(
     "body",
     [b"", b"not a tar at all", gzip.compress(b"not a tar either", mtime=0)],
@@ -264,6 +286,24 @@ def test_memory_files_append_only_their_new_lines(client, project):
     assert untar(_export(client, project))[path] == b"".join(lines)
     diverged = _post(client, project, tar_gz({path: b"".join(lines[1:])})).json()
     assert diverged["refused"][0]["status"] == 409
+
+
+def test_a_memory_file_holding_a_secret_pushed_twice_appends_nothing(client, project):
+    # The stored lines are redacted: the file's lines compare with them as they would be
+    # stored, not as sent (before, the second push was a 409, "the two histories differ").
+    path = "memory/agents/a1/episodic.jsonl"
+    item = {
+        "id": "ep1",
+        "ts": 1.0,
+        "turn_ids": ["t1"],
+        "summary": "used the key sk-ant-api03-Qz7Wk2Lm9Xc4Vb8Nn1Pp6Rr3Tt5Yy0Uu2Ii to deploy",
+        "salience": 0.5,
+    }
+    archive = tar_gz({path: json.dumps(item).encode() + b"\n"})
+    assert _post(client, project, archive).json()["imported"][0]["action"] == "appended"
+    again = _post(client, project, archive).json()
+    assert again["refused"] == []
+    assert again["imported"][0]["action"] == "unchanged"
 
 
 AUTOBYTEUS_AGENT = "memory/agents/coder_worker_4821"
@@ -379,6 +419,28 @@ def test_idempotency_key_replays_the_report(client, project):
     assert again.json() == first.json()
     other = _post(client, project, tar_gz({}), **{"Idempotency-Key": "push-1"})
     assert_problem(other, 422)
+
+
+def test_the_writes_commit_batch_by_batch(app, client, project, monkeypatch):
+    # Each batch is a transaction of its own, so that other writers take the database's
+    # writer between two batches; the report is the same as in one transaction.
+    monkeypatch.setattr(archive_service, "BATCH_MEMBERS", 2)
+    files = workspace_files()
+    archive = tar_gz(files)
+    commits: list[object] = []
+    engine = app.state.database.writer
+    record = commits.append
+    event.listen(engine, "commit", record)
+    try:
+        report = _post(client, project, archive, **{"Idempotency-Key": "batched"}).json()
+    finally:
+        event.remove(engine, "commit", record)
+    assert len(report["imported"]) == len(files)
+    assert len(commits) == math.ceil(len(files) / 2)
+    assert untar(_export(client, project)) == files
+    replayed = _post(client, project, archive, **{"Idempotency-Key": "batched"})
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json() == report
 
 
 def test_another_tenant_sees_no_archive(client, other_client, project):
