@@ -4,7 +4,7 @@ from logging.config import fileConfig
 from typing import Any
 
 from alembic import context
-from sqlalchemy import create_engine, event, pool
+from sqlalchemy import create_engine, pool
 from sqlmodel.sql.sqltypes import AutoString
 
 from app import models  # noqa: F401  (registers every table on the metadata)
@@ -67,10 +67,9 @@ def run_migrations_offline() -> None:
 def run_migrations_online() -> None:
     ensure_sqlite_directory(database_url())
     engine = create_engine(database_url(), poolclass=pool.NullPool)
-    if engine.dialect.name == "sqlite":
-        # On connect, not in the migration's connection: a statement there would open a
-        # transaction that Alembic then treats as the caller's and never commits.
-        event.listen(engine, "connect", lambda dbapi, _: dbapi.execute("PRAGMA foreign_keys=ON"))
+    # SQLite's foreign keys stay off while migrating (its default): batch mode alters a table
+    # by dropping and re-creating it, and with them on the drop would cascade into every table
+    # that refers to it. What the steps leave is checked below instead.
     with engine.connect() as connection:
         context.configure(
             connection=connection,
@@ -83,6 +82,10 @@ def run_migrations_online() -> None:
         )
         with context.begin_transaction():
             context.run_migrations()
+            if engine.dialect.name == "sqlite":
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").all()
+                if broken:
+                    raise RuntimeError(f"the migration left rows that refer to nothing: {broken}")
     engine.dispose()
 
 
