@@ -102,10 +102,7 @@ def list_saves(
         cursor=cursor,
         limit=limit,
     )
-    return Page(
-        items=[SaveSummary.model_validate(save, from_attributes=True) for save in saves],
-        next_cursor=next_cursor,
-    )
+    return Page(items=saves, next_cursor=next_cursor)
 
 
 def _download(request: Request, file: service.SaveFile) -> Response:
