@@ -172,6 +172,12 @@ def test_0011_numbers_the_saves_of_each_project_in_their_order_and_downgrades(ba
                         "content": b"{}",
                     },
                 )
+            connection.execute(
+                text(
+                    "INSERT INTO save_phase_statuses (save_id, phase, status) "
+                    "SELECT id, 'LOAD', 'complete' FROM saves"
+                )
+            )
         upgrade(url)
         with engine.connect() as connection:
             numbered = connection.execute(
@@ -197,6 +203,10 @@ def test_0011_numbers_the_saves_of_each_project_in_their_order_and_downgrades(ba
     try:
         with engine.connect() as connection:
             assert connection.execute(text("SELECT COUNT(*) FROM saves")).scalar_one() == 7
+            # Nothing that refers to a save went with a rebuilt table: the five rows put in
+            # before 0011 and the seed's eight phases of each save imported after it.
+            statuses = connection.execute(text("SELECT COUNT(*) FROM save_phase_statuses"))
+            assert statuses.scalar_one() == 5 + 2 * len(seed_save()["phases"]["status"])
             assert "number" not in {c["name"] for c in inspect(engine).get_columns("saves")}
         upgrade(url)
     finally:
