@@ -145,8 +145,9 @@ DOCS = DomainDocs(
             "Import an MDAN-AUTO save",
             {
                 201: Reply(
-                    "Stored. `Location` is the save's URL; `warnings` name each field given its "
-                    "default, `redactions` count the secrets replaced.",
+                    "Stored. `id` is the save's number in the project (1, 2, 3..., never "
+                    "reused) and `Location` its URL; `warnings` name each field given its "
+                    "default, `redactions` count the secrets replaced, `redacted` says where.",
                     {
                         "id": 1,
                         "filename": "mdan-save-1705314225.json",
@@ -154,6 +155,7 @@ DOCS = DomainDocs(
                         "size_bytes": 3010,
                         "warnings": [],
                         "redactions": {},
+                        "redacted": [],
                         "pruned": 0,
                     },
                 )
