@@ -61,7 +61,7 @@ def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = No
     "/working-context-snapshot",
     response_model=SnapshotReceipt,
     responses={201: {"description": "Created.", "model": SnapshotReceipt}},
-    openapi_extra=raw_body("application/json", schema={"type": "object"}),
+    openapi_extra=raw_body("application/json", schema=snapshot_format.HEADER_SCHEMA),
 )
 def put_snapshot(
     project: ProjectName,

@@ -22,11 +22,11 @@ class ArchiveRepository:
         self.project_id = project_id
 
     def saves(self) -> list[tuple[int, str, bool, datetime]]:
-        """(id, filename, gzipped, stored_at), oldest ``timestamp`` first."""
+        """(number, filename, gzipped, stored_at), oldest ``timestamp`` first."""
         statement = (
-            select(Save.id, Save.filename, Save.content_gzipped, Save.stored_at)
+            select(Save.number, Save.filename, Save.content_gzipped, Save.stored_at)
             .where(Save.project_id == self.project_id)
-            .order_by(col(Save.timestamp), col(Save.id))
+            .order_by(col(Save.timestamp), col(Save.number))
         )
         return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
 

@@ -25,9 +25,17 @@ T = TypeVar("T")
 Row = TypeVar("Row")
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, at most {MAX_LIMIT}.")]
+# What every cursor handed out is made of: unpadded URL-safe base64 (``encode_cursor``).
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 Cursor = Annotated[
     str | None,
-    Query(max_length=1024, description="Opaque cursor from a previous page's `next_cursor`."),
+    Query(
+        min_length=1,
+        max_length=1024,
+        pattern=CURSOR_PATTERN,
+        description="Opaque cursor from a previous page's `next_cursor` (unpadded URL-safe "
+        "base64); only a cursor this list handed out is accepted.",
+    ),
 ]
 
 

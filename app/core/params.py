@@ -11,7 +11,14 @@ from app.formats.timestamps import to_utc
 
 INT64_MAX = 2**63 - 1
 
-RowId = Annotated[int, Path(ge=1, le=INT64_MAX, description="A numeric id.")]
+SaveNumber = Annotated[
+    int,
+    Path(
+        ge=1,
+        le=INT64_MAX,
+        description="The save's `id`: its number within the project (1, 2, 3...), never reused.",
+    ),
+]
 
 
 def _utc_instant(moment: datetime) -> datetime:

@@ -21,6 +21,20 @@ ROLES = ("system", "user", "assistant", "tool")
 MEDIA_KEYS = ("image_urls", "audio_urls", "video_urls")
 MESSAGE_KEYS = ("role", "content", "reasoning_content", *MEDIA_KEYS, "tool_payload")
 TOOL_CALL_KEYS = ("id", "name", "arguments")
+HEADER_KEYS = ("schema_version", "agent_id", "epoch_id", "last_compaction_ts", "messages")
+# The header as a JSON Schema, for the API's description of the body (the checks below are the
+# rule; ``agent_id`` must also equal the agent in the path).
+HEADER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": list(HEADER_KEYS),
+    "properties": {
+        "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]},
+        "agent_id": {"type": "string"},
+        "epoch_id": {"type": "integer", "minimum": 0},
+        "last_compaction_ts": {"type": ["number", "null"]},
+        "messages": {"type": "array", "items": {"type": "object"}},
+    },
+}
 TOOL_RESULT_KEYS = ("tool_call_id", "tool_name", "tool_result", "tool_error")
 # The epochs restore counts from (a non-negative 64-bit integer); a file may hold any
 # non-negative integer, as Python's int and json do.
@@ -108,9 +122,7 @@ def message_faults(message: Any, *path: str | int) -> list[Fault]:
 
 
 def _header_faults(document: dict[str, Any], agent_id: str) -> list[Fault]:
-    faults = _missing_keys(
-        document, ("schema_version", "agent_id", "epoch_id", "last_compaction_ts", "messages")
-    )
+    faults = _missing_keys(document, HEADER_KEYS)
     version = document.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION or not is_integer(version):
         faults.append(

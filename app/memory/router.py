@@ -1,5 +1,5 @@
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -12,7 +12,7 @@ from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
-from app.formats.project_memory import INT64, ItemKind, Style
+from app.formats.project_memory import INT64, ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service
 from app.memory.repository import ItemFilter
 from app.memory.schemas import (
@@ -61,7 +61,19 @@ JSON_FILE = {
     },
     304: {"description": "Unchanged (If-None-Match)."},
 }
-JSON_OBJECT_BODY = raw_body("application/json", schema={"type": "object"})
+
+
+def _object_body(required: tuple[str, ...]) -> dict[str, Any]:
+    """A JSON object with the fields the format requires. Those named alike in both key styles
+    only: the others (``featureId``/``feature_id``) are one of two spellings, checked by the
+    route."""
+    # Each of them is text (``project_memory``'s "text" rule).
+    schema = {
+        "type": "object",
+        "required": list(required),
+        "properties": {name: {"type": "string"} for name in required},
+    }
+    return raw_body("application/json", schema=schema)
 
 
 def _download(request: Request, file: service.MemoryFile) -> Response:
@@ -95,7 +107,7 @@ def get_running_summary(
     "/running-summary",
     response_model=SummaryReceipt,
     responses={201: {"model": SummaryReceipt}},
-    openapi_extra=JSON_OBJECT_BODY,
+    openapi_extra=_object_body(SUMMARY_REQUIRED),
 )
 def put_running_summary(
     project: ProjectName, request: Request, raw: RawBody, session: WriteSession, principal: Writer
@@ -276,7 +288,8 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         f"/{plural}",
         status_code=201,
         response_model=ItemCreated,
-        openapi_extra=JSON_OBJECT_BODY,
+        # A missing id is filled in (and reported); the sentence is the item.
+        openapi_extra=_object_body(tuple(f for f in ITEM_REQUIRED[kind] if f != "id")),
         name=f"create_{kind.value}",
         summary=f"Create a {kind.value}",
     )

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import Column, ForeignKey, UniqueConstraint
+from sqlalchemy import BigInteger, Column, ForeignKey, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from app.core.db import BigIntPK, UTCDateTime, utcnow
@@ -17,6 +17,10 @@ class Project(SQLModel, table=True):
     name: str = Field(max_length=128)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
     last_write_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # The number the project's newest save took: it only grows, so that a deleted save's
+    # number is never given to another (a client holding it gets a 404, not another save).
+    # Left to the column's default: the upsert that creates a project names only its key.
+    last_save_number: int = Field(sa_column=Column(BigInteger, server_default="0", nullable=False))
 
 
 def project_id_column() -> Column:  # type: ignore[type-arg]

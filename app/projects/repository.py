@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Insert, bindparam, func
+from sqlalchemy import Insert, bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -51,6 +51,18 @@ class ProjectRepository:
         parameters = {"tenant": tenant, "name": name, "now": now}
         project_id: int = self.session.execute(statement, parameters).scalar_one()
         return project_id
+
+    def next_save_number(self, project_id: int) -> int:
+        """Counts a new save in the project and returns its number. One statement that reads
+        and writes the counter under the row's lock: two imports never take the same number."""
+        statement = (
+            update(Project)
+            .where(col(Project.id) == project_id)
+            .values(last_save_number=col(Project.last_save_number) + 1)
+            .returning(col(Project.last_save_number))
+        )
+        number: int = self.session.execute(statement).scalar_one()
+        return number
 
     def page(self, tenant: str, cursor: str | None, limit: int) -> tuple[list[Project], str | None]:
         statement = select(Project).where(Project.tenant == tenant)

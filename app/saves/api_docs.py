@@ -145,7 +145,8 @@ DOCS = DomainDocs(
             "Import an MDAN-AUTO save",
             {
                 201: Reply(
-                    "Stored. `Location` is the save's URL; `warnings` name each field given its "
+                    "Stored. `id` is the save's number in the project (1, 2, 3..., never "
+                    "reused) and `Location` its URL; `warnings` name each field given its "
                     "default, `redactions` count the secrets replaced, `redacted` says where.",
                     {
                         "id": 1,

@@ -12,7 +12,10 @@ class Save(SQLModel, table=True):
 
     __tablename__ = "saves"
     __table_args__ = (
-        Index("ix_saves_project_timestamp", "project_id", "timestamp", "id"),
+        # A save's id in the API is its number within its project: the primary key is one
+        # sequence across tenants, and would tell a tenant how much everyone else stores.
+        Index("ix_saves_project_number", "project_id", "number", unique=True),
+        Index("ix_saves_project_timestamp", "project_id", "timestamp", "number"),
         Index("ix_saves_project_current_phase", "project_id", "current_phase"),
         Index("ix_saves_project_token_percentage", "project_id", "token_percentage"),
         Index("ix_saves_project_name", "project_id", "project_name"),
@@ -22,6 +25,8 @@ class Save(SQLModel, table=True):
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
     project_id: int = Field(sa_column=project_id_column())
+    # 1, 2, 3... within the project, never reused (the project counts them: last_save_number).
+    number: int = Field(sa_type=BigInteger)
     timestamp: datetime = Field(sa_type=UTCDateTime)
     filename: str = Field(max_length=64)
     project_name: str = Field(sa_type=SearchableText)

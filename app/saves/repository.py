@@ -7,7 +7,9 @@ from app.core.db import searchable
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
 
-NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.id)]  # type: ignore[arg-type]
+# By number, not the primary key, where saves of one timestamp need an order: the cursor
+# carries these values, and the primary key would tell how much other tenants store.
+NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]  # type: ignore[arg-type]
 
 
 class SaveRepository:
@@ -27,15 +29,15 @@ class SaveRepository:
         self.session.flush()
         return save
 
-    def get(self, project_id: int, save_id: int, *, for_update: bool = False) -> Save | None:
-        statement = select(Save).where(Save.project_id == project_id, Save.id == save_id)
+    def get(self, project_id: int, number: int, *, for_update: bool = False) -> Save | None:
+        statement = select(Save).where(Save.project_id == project_id, Save.number == number)
         if for_update:
             statement = statement.with_for_update()
         return self.session.exec(statement).first()
 
     def find_file(self, project_id: int, filename: str, etag: str) -> int | None:
-        """A save of the project with this name whose file has this ETag."""
-        statement = select(Save.id).where(
+        """The number of a save of the project with this name whose file has this ETag."""
+        statement = select(Save.number).where(
             Save.project_id == project_id, Save.filename == filename, Save.etag == etag
         )
         return self.session.exec(statement).first()
@@ -44,7 +46,7 @@ class SaveRepository:
         statement = (
             select(Save)
             .where(Save.project_id == project_id)
-            .order_by(col(Save.timestamp).desc(), col(Save.id).desc())
+            .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
             .limit(1)
         )
         return self.session.exec(statement).first()
@@ -77,9 +79,9 @@ class SaveRepository:
         self.session.flush()
 
     def delete_older(self, project_id: int, than: Save) -> int:
-        """Delete the project's saves that come before ``than`` (by timestamp, then id)."""
+        """Delete the project's saves that come before ``than`` (by timestamp, then number)."""
         older = (col(Save.timestamp) < than.timestamp) | (
-            (col(Save.timestamp) == than.timestamp) & (col(Save.id) < than.id)
+            (col(Save.timestamp) == than.timestamp) & (col(Save.number) < than.number)
         )
         return self._delete_where(project_id, older)
 
@@ -88,7 +90,7 @@ class SaveRepository:
         kept = (
             select(Save.id)
             .where(Save.project_id == project_id)
-            .order_by(col(Save.timestamp).desc(), col(Save.id).desc())
+            .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
             .limit(keep)
         )
         return self._delete_where(project_id, col(Save.id).not_in(kept.scalar_subquery()))

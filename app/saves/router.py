@@ -10,7 +10,7 @@ from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
-from app.core.params import RowId, UTCInstant
+from app.core.params import SaveNumber, UTCInstant
 from app.core.responses import document_response
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
@@ -102,10 +102,7 @@ def list_saves(
         cursor=cursor,
         limit=limit,
     )
-    return Page(
-        items=[SaveSummary.model_validate(save, from_attributes=True) for save in saves],
-        next_cursor=next_cursor,
-    )
+    return Page(items=saves, next_cursor=next_cursor)
 
 
 def _download(request: Request, file: service.SaveFile) -> Response:
@@ -128,7 +125,11 @@ def latest_save(
 
 @router.get("/saves/{save_id}", response_class=Response, responses=SAVE_FILE)
 def export_save(
-    project: ProjectName, save_id: RowId, request: Request, session: ReadSession, principal: Reader
+    project: ProjectName,
+    save_id: SaveNumber,
+    request: Request,
+    session: ReadSession,
+    principal: Reader,
 ) -> Response:
     """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
     it is sent compressed."""
@@ -145,7 +146,7 @@ class ResumeResult(BaseModel):
 @router.post("/saves/{save_id}/resume", response_model=ResumeResult)
 def resume_save(
     project: ProjectName,
-    save_id: RowId,
+    save_id: SaveNumber,
     request: Request,
     session: WriteSession,
     principal: Writer,
@@ -177,7 +178,7 @@ def resume_save(
 @router.delete("/saves/{save_id}", status_code=204, response_class=Response)
 def delete_save(
     project: ProjectName,
-    save_id: RowId,
+    save_id: SaveNumber,
     request: Request,
     session: WriteSession,
     principal: Writer,

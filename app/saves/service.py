@@ -18,7 +18,7 @@ from app.projects.service import project_id, touch_project
 from app.redaction import Redactions, redact_pointer, redact_value
 from app.saves.models import Save
 from app.saves.repository import SaveRepository
-from app.saves.schemas import RedactedSite, SaveReceipt, SaveWarning
+from app.saves.schemas import RedactedSite, SaveReceipt, SaveSummary, SaveWarning
 
 # Seed 000: "For large saves (>1MB), consider using gzip compression".
 COMPRESS_OVER_BYTES = 1024 * 1024
@@ -110,15 +110,19 @@ def store_save(
     session: Session, tenant: str, project: str, prepared: PreparedSave, *, auto_prune: bool
 ) -> Stored:
     repository = SaveRepository(session)
-    save = Save(project_id=touch_project(session, tenant, project), filename=prepared.filename)
+    project_row_id = touch_project(session, tenant, project)
+    save = Save(
+        project_id=project_row_id,
+        number=ProjectRepository(session).next_save_number(project_row_id),
+        filename=prepared.filename,
+    )
     _set_columns(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
     repository.add(save, prepared.summary.phase_statuses)
-    assert save.id is not None
     # Seed 000: "Delete old saves after successful completion".
     completed = auto_prune and save.all_phases_complete
     pruned = repository.delete_older(save.project_id, save) if completed else 0
     receipt = SaveReceipt(
-        id=save.id,
+        id=save.number,
         filename=save.filename,
         timestamp=prepared.document["timestamp"],
         size_bytes=save.size_bytes,
@@ -135,7 +139,7 @@ def store_save(
 
 
 def stored_copy(session: Session, tenant: str, project: str, prepared: PreparedSave) -> int | None:
-    """The id of a save of the project stored under the same name with the same file, as
+    """The number of a save of the project stored under the same name with the same file, as
     this one would be stored (after redaction, so a file holding a secret matches its stored
     copy): importing it again would add nothing."""
     project_row = ProjectRepository(session).get(tenant, project)
@@ -146,18 +150,15 @@ def stored_copy(session: Session, tenant: str, project: str, prepared: PreparedS
     )
 
 
-def _not_found(save_id: int | str) -> NotFound:
-    return NotFound(f"No save {save_id!r} in this project.")
-
-
 def _find(
-    session: Session, tenant: str, project: str, save_id: int, *, for_update: bool = False
+    session: Session, tenant: str, project: str, number: int, *, for_update: bool = False
 ) -> Save:
+    """The project's save of this number (the id the API shows)."""
     save = SaveRepository(session).get(
-        project_id(session, tenant, project), save_id, for_update=for_update
+        project_id(session, tenant, project), number, for_update=for_update
     )
     if save is None:
-        raise _not_found(save_id)
+        raise NotFound(f"No save {number!r} in this project.")
     return save
 
 
@@ -167,8 +168,8 @@ def _as_file(save: Save) -> SaveFile:
     )
 
 
-def get_file(session: Session, tenant: str, project: str, save_id: int) -> SaveFile:
-    return _as_file(_find(session, tenant, project, save_id))
+def get_file(session: Session, tenant: str, project: str, number: int) -> SaveFile:
+    return _as_file(_find(session, tenant, project, number))
 
 
 def latest_file(session: Session, tenant: str, project: str) -> SaveFile:
@@ -188,8 +189,8 @@ def list_saves(
     until: datetime | None,
     cursor: str | None,
     limit: int,
-) -> tuple[list[Save], str | None]:
-    return SaveRepository(session).page(
+) -> tuple[list[SaveSummary], str | None]:
+    saves, next_cursor = SaveRepository(session).page(
         project_id(session, tenant, project),
         phase=phase,
         since=since,
@@ -197,6 +198,13 @@ def list_saves(
         cursor=cursor,
         limit=limit,
     )
+    return [_summary(save) for save in saves], next_cursor
+
+
+def _summary(save: Save) -> SaveSummary:
+    # The API's id of a save is its number in the project.
+    columns = save.model_dump(include=set(SaveSummary.model_fields) - {"id"})
+    return SaveSummary.model_validate(columns | {"id": save.number})
 
 
 @dataclass(frozen=True)
@@ -229,9 +237,8 @@ def resume(
     document["metadata"]["resume_count"] += 1
     _set_columns(save, *_render(document))
     SaveRepository(session).update(save)
-    assert save.id is not None
     return Resumed(
-        save_id=save.id,
+        save_id=save.number,
         resume_phase=document["phases"]["current"],
         resume_count=document["metadata"]["resume_count"],
         etag=save.etag,

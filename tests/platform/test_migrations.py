@@ -171,3 +171,76 @@ def test_every_step_down_and_up_keeps_the_rows_that_refer_to_a_rebuilt_table(bac
         assert statuses() == stored
     finally:
         engine.dispose()
+
+
+def test_0011_numbers_the_saves_of_each_project_in_their_order_and_downgrades(backend, tenant):
+    url = backend.new_database_url()
+    upgrade(url, "0010")
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            now = utcnow()
+            projects = {
+                name: connection.execute(
+                    text(
+                        "INSERT INTO projects (tenant, name, created_at, last_write_at) "
+                        "VALUES (:tenant, :name, :now, :now) RETURNING id"
+                    ),
+                    {"tenant": tenant, "name": name, "now": now},
+                ).scalar_one()
+                for name in ("a", "b")
+            }
+            for name in ("a", "b", "a", "a", "b"):
+                connection.execute(
+                    text(
+                        "INSERT INTO saves (project_id, timestamp, filename, project_name, "
+                        "current_phase, all_phases_complete, content, content_gzipped, "
+                        "size_bytes, etag, stored_at) VALUES (:project, :now, :filename, 'p', "
+                        "'LOAD', false, :content, false, 2, 'e', :now)"
+                    ),
+                    {
+                        "project": projects[name],
+                        "now": now,
+                        "filename": f"mdan-save-{name}.json",
+                        "content": b"{}",
+                    },
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO save_phase_statuses (save_id, phase, status) "
+                    "SELECT id, 'LOAD', 'complete' FROM saves"
+                )
+            )
+        upgrade(url)
+        with engine.connect() as connection:
+            numbered = connection.execute(
+                text("SELECT project_id, number FROM saves ORDER BY id")
+            ).all()
+            assert [(p, n) for p, n in numbered] == [
+                (projects["a"], 1),
+                (projects["b"], 1),
+                (projects["a"], 2),
+                (projects["a"], 3),
+                (projects["b"], 2),
+            ]
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        # The project's count goes on from its saves: no number is given twice.
+        assert import_save(client, "a", seed_save()).json()["id"] == 4
+        assert import_save(client, "b", seed_save()).json()["id"] == 3
+    downgrade(url, "0010")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT COUNT(*) FROM saves")).scalar_one() == 7
+            # Nothing that refers to a save went with a rebuilt table: the five rows put in
+            # before 0011 and the seed's eight phases of each save imported after it.
+            statuses = connection.execute(text("SELECT COUNT(*) FROM save_phase_statuses"))
+            assert statuses.scalar_one() == 5 + 2 * len(seed_save()["phases"]["status"])
+            assert "number" not in {c["name"] for c in inspect(engine).get_columns("saves")}
+        upgrade(url)
+    finally:
+        engine.dispose()

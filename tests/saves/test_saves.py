@@ -251,8 +251,12 @@ def test_a_large_save_is_stored_compressed_and_round_trips(client, engine, proje
     save_id = receipt.json()["id"]
     with engine.connect() as connection:
         stored = connection.execute(
-            text("SELECT content_gzipped, LENGTH(content) AS n FROM saves WHERE id = :i"),
-            {"i": save_id},
+            # The receipt's id is the save's number within its project.
+            text(
+                "SELECT content_gzipped, LENGTH(content) AS n FROM saves JOIN projects "
+                "ON projects.id = saves.project_id WHERE projects.name = :p AND number = :i"
+            ),
+            {"p": project, "i": save_id},
         ).one()
     assert stored.content_gzipped and stored.n < len(expected) // 2
     plain = client.get(_url(project, f"/{save_id}"), headers={"Accept-Encoding": "identity"})
