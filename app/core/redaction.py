@@ -42,17 +42,28 @@ def for_storage(document: Any, redactions: Redactions | None = None) -> Any:
 
 
 def bytes_for_storage(raw: bytes) -> bytes:
-    """A file kept as bytes (not a document of its format, e.g. the state atari set aside):
-    its text redacted when the setting is on and it is UTF-8; the same bytes when nothing is
-    found, and binary files as they are."""
+    """A file kept as bytes (not a document of its format, e.g. the state atari set aside),
+    redacted when the setting is on: the same bytes when nothing is found. Bytes that are JSON
+    are redacted as a document (a secret hides from text patterns behind JSON's escapes, and a
+    text replacement could break the JSON), then written again with two-space indents; other
+    UTF-8 text is redacted as text; binary files are kept as they are."""
     if not _enabled.get():
         return raw
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return raw
-    redacted = for_storage(text)
-    return raw if redacted == text else redacted.encode("utf-8")
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):
+        redacted = for_storage(text)
+        return raw if redacted == text else redacted.encode("utf-8")
+    found = Redactions()
+    document = for_storage(document, found)
+    if not found.sites:
+        return raw
+    # ASCII: the document may hold a lone surrogate (valid JSON) that UTF-8 cannot encode.
+    return json.dumps(document, indent=2).encode("ascii")
 
 
 def header_value(redactions: Redactions) -> str:

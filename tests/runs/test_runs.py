@@ -548,3 +548,19 @@ def test_a_version_1_state_keeps_version_1s_layout(client, project):
     exported = _state(client, project)
     assert exported["version"] == 1 and exported["stalled_bead_id"] == "bd-002"
     assert "stalled_at" not in exported
+
+
+def test_a_backup_that_is_json_loses_its_secrets_in_any_escaping_and_stays_json(client, project):
+    """A state atari could not read is kept as bytes; when those bytes are JSON, its secrets go
+    whatever the JSON escaping hides them in, and the backup is still JSON."""
+    key = "sk-proj-Zq7Xw2Lm9Rt4Vb8Nc3Kd6Hs1Pq5Ty0Wx"
+    escaped = json.dumps({"version": 3, "password": "\u00e9s3cret-value", "keys": [key]})
+    assert "\\u00e9" in escaped
+    raw = escaped.encode()
+    response = _load(client, project, raw)
+    assert response.json()["outcome"] == "reset"
+    backup = client.get(_url(project, suffix="/state/backup")).content
+    kept = json.loads(backup)
+    assert kept["version"] == 3
+    assert kept["password"].startswith("[REDACTED:") and "s3cret" not in backup.decode()
+    assert key not in backup.decode()
