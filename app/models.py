@@ -1,8 +1,8 @@
 """Every table, imported in one place for the app and for Alembic's autogenerate."""
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot
-from app.core.idempotency import IdempotencyRecord
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
+from app.idempotency.models import IdempotencyRecord
 from app.keys.models import ApiKey
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.projects.models import Project

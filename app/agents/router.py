@@ -14,13 +14,14 @@ from app.agents.schemas import (
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
-from app.core.idempotency import IdempotencyDep
+from app.core.documents import Download
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE
+from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 
 router = APIRouter(
     prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
@@ -94,7 +95,8 @@ def get_snapshot(
     """The cache exactly: `json.dumps(payload)`, one line."""
     snapshot = service.get_snapshot(session, principal.tenant, project, agent)
     return document_response(
-        request, etag=snapshot.etag, filename=snapshot_format.FILENAME, content=snapshot.content
+        request,
+        Download(filename=snapshot_format.FILENAME, etag=snapshot.etag, content=snapshot.content),
     )
 
 
@@ -156,9 +158,7 @@ def list_memory(
         exported = service.memory_file(session, principal.tenant, project, agent, memory.kind)
         response = document_response(
             request,
-            etag=exported.etag,
-            filename=FILENAMES[memory.kind],
-            content=exported.content,
+            Download(filename=FILENAMES[memory.kind], etag=exported.etag, content=exported.content),
             media_type=NDJSON_MEDIA_TYPE,
         )
         response.headers["Vary"] = "Accept, Accept-Encoding"

@@ -1,4 +1,5 @@
 from fastapi import APIRouter, Request, Response
+from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.archive import service
@@ -6,12 +7,12 @@ from app.archive.schemas import ArchiveReport
 from app.core.body import BulkBodyRoute, RawBody, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.errors import PROBLEM_MEDIA_TYPE
-from app.core.idempotency import BatchedIdempotencyDep
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
 from app.core.responses import SpooledResponse, open_spool
 from app.formats.archive import MEDIA_TYPE
+from app.idempotency.service import Idempotency, IdempotencyDep
 
 # Archives carry whole projects: their import takes the bulk body limit.
 router = APIRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
@@ -73,7 +74,7 @@ def import_archive(
     request: Request,
     raw: RawBody,
     principal: Writer,
-    idempotency: BatchedIdempotencyDep,
+    idempotency: IdempotencyDep,
 ) -> Response:
     """Import a `.tar.gz` in the layout the export writes. Each file goes through its own
     import route's rules, in a savepoint of its own: the report lists what was `imported`
@@ -82,10 +83,11 @@ def import_archive(
     stops the others. An archive whose files inflate past the bulk limit in total is a 413
     and imports nothing. Honours `Idempotency-Key`."""
     database = get_database(request)
-    with database.read_session() as session:
-        replayed = idempotency.recorded(session)
-    if replayed is not None:
-        return replayed
+    if idempotency is not None:
+        with database.read_session() as session:
+            replayed = idempotency.recorded(session)
+        if replayed is not None:
+            return replayed
     settings = get_settings(request)
     limits = service.Limits(
         member_bytes=settings.max_body_bytes,
@@ -100,7 +102,11 @@ def import_archive(
         principal.tenant,
         project,
         steps,
-        lambda session, report: idempotency.record_in(
-            session, FastJSONResponse(report.model_dump(mode="json"))
-        ),
+        lambda session, report: _answer(session, report, idempotency),
     )
+
+
+def _answer(session: Session, report: ArchiveReport, idempotency: Idempotency | None) -> Response:
+    """The import's report, remembered under its Idempotency-Key with the last writes."""
+    response = FastJSONResponse(report.model_dump(mode="json"))
+    return response if idempotency is None else idempotency.record_in(session, response)

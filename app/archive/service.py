@@ -59,6 +59,7 @@ from app.projects.service import project_id
 from app.runs import service as runs
 from app.saves import service as saves
 from app.saves.service import COMPRESS_OVER_BYTES
+from app.storage.writes import Write, begin_write
 
 # Names from the layout's paths become path parameters of the member's own route.
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
@@ -274,6 +275,7 @@ class Importer:
         self.reset_runs: set[str] = set()
         self._session: Session | None = None
         self._stored: dict[str, PlannedMember] | None = None
+        self._write: Write | None = None
 
     def begin(self, session: Session) -> None:
         """A new batch: its session, and the project's files read again in it."""
@@ -284,6 +286,12 @@ class Importer:
     def session(self) -> Session:
         assert self._session is not None, "begin() a batch first"
         return self._session
+
+    @property
+    def write(self) -> Write:
+        """The member's write: the project locked, in the member's savepoint."""
+        assert self._write is not None, "members are written in _import"
+        return self._write
 
     @property
     def stored(self) -> dict[str, PlannedMember]:
@@ -307,7 +315,7 @@ class Importer:
     def skip(self, path: str, reason: str) -> None:
         self.report.skipped.append(SkippedMember(path=path, reason=reason))
 
-    def _import(self, member: Member, write: "Write") -> Outcome:
+    def _import(self, member: Member, write: "MemberWrite") -> Outcome:
         """The member's prepared write, in a savepoint. A file that replaces what it names
         and leaves the project's copy byte for byte as it was (the same file, or one that
         stores as the same: a redacted secret, a version 1 state migrated again) is
@@ -317,6 +325,9 @@ class Importer:
         before = stored.read(self.session) if stored is not None else None
         try:
             with self.session.begin_nested():
+                # The project's lock first, as every write takes it (in the savepoint: a
+                # member refused leaves no project behind).
+                self._write = begin_write(self.session, self.tenant, self.project)
                 outcome = write(self)
                 if stored is not None and stored.read(self.session) == before:
                     raise _Unchanged
@@ -325,7 +336,7 @@ class Importer:
             return Outcome(200, "unchanged", {"etag": etag_of(before)})
         return outcome
 
-    def run(self, member: Member, prepared: "Write | Exception") -> None:
+    def run(self, member: Member, prepared: "MemberWrite | Exception") -> None:
         """Write a prepared member and report it; or report why preparing it failed."""
         try:
             if isinstance(prepared, Exception):
@@ -464,9 +475,7 @@ class Importer:
         return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
 
     def summary_file(self, prepared: memory.PreparedSummary) -> Outcome:
-        receipt = memory.store_summary(
-            self.session, self.tenant, self.project, prepared, _no_precondition
-        )
+        receipt = memory.store_summary(self.write, prepared, _no_precondition)
         warnings = [(pointer, "missing; filled in by the service") for pointer in receipt.filled]
         warnings += [(warning.pointer, warning.message) for warning in receipt.warnings]
         action = "created" if receipt.created else "replaced"
@@ -474,22 +483,20 @@ class Importer:
         return Outcome(status, action, receipt.model_dump(mode="json"), warnings)
 
     def items_file(self, kind: ItemKind, prepared: memory.PreparedItems) -> Outcome:
-        etag, style, count = memory.store_items_file(
-            self.session, self.tenant, self.project, kind, prepared, _no_precondition
-        )
+        etag, style, count = memory.store_items_file(self.write, kind, prepared, _no_precondition)
         receipt_body = FileReceipt(etag=etag, style=style, items=count).model_dump(mode="json")
         return Outcome(200, "replaced", receipt_body)
 
 
 # What the write phase does with a prepared member.
-Write = Callable[[Importer], Outcome]
+MemberWrite = Callable[[Importer], Outcome]
 
 
 # One prepare step per kind of file: the pure part of the member's own route's service (its
 # parse, redaction, rendering and compression), and the write that stores the result.
 
 
-def _prepare_save(member: Member, _limits: Limits) -> Write:
+def _prepare_save(member: Member, _limits: Limits) -> MemberWrite:
     """The save under the name it came with (``.gz`` aside; admission inflated it)."""
     filename = member.target.name.removesuffix(".gz")
     if not mdan_save.is_filename(filename):
@@ -501,13 +508,13 @@ def _prepare_save(member: Member, _limits: Limits) -> Write:
     return lambda importer: importer.save(member, prepared)
 
 
-def _prepare_snapshot(member: Member, _limits: Limits) -> Write:
+def _prepare_snapshot(member: Member, _limits: Limits) -> MemberWrite:
     agent = _checked_name(member.target, "agent")
     prepared = agents.prepare_snapshot(member.content, agent)
     return lambda importer: importer.snapshot(agent, prepared)
 
 
-def _prepare_agent_memory(member: Member, _limits: Limits) -> Write:
+def _prepare_agent_memory(member: Member, _limits: Limits) -> MemberWrite:
     agent = _checked_name(member.target, "agent")
     kind = member.target.memory_kind
     assert kind is not None
@@ -517,31 +524,31 @@ def _prepare_agent_memory(member: Member, _limits: Limits) -> Write:
     return lambda importer: importer.agent_memory(agent, kind, items)
 
 
-def _prepare_run_state(member: Member, _limits: Limits) -> Write:
+def _prepare_run_state(member: Member, _limits: Limits) -> MemberWrite:
     run = _checked_name(member.target, "run")
     prepared = runs.prepare_load(member.content)
     return lambda importer: importer.run_state(run, prepared)
 
 
-def _prepare_run_backup(member: Member, _limits: Limits) -> Write:
+def _prepare_run_backup(member: Member, _limits: Limits) -> MemberWrite:
     run = _checked_name(member.target, "run")
     backup = runs.prepare_backup(member.content)
     return lambda importer: importer.run_backup(run, backup)
 
 
-def _prepare_feature_context(member: Member, _limits: Limits) -> Write:
+def _prepare_feature_context(member: Member, _limits: Limits) -> MemberWrite:
     feature = _checked_name(member.target, "feature")
     prepared = features.prepare_context(member.content)
     return lambda importer: importer.feature_context(feature, prepared)
 
 
-def _prepare_feature_workflow(member: Member, _limits: Limits) -> Write:
+def _prepare_feature_workflow(member: Member, _limits: Limits) -> MemberWrite:
     feature = _checked_name(member.target, "feature")
     prepared = features.prepare_workflow(member.content)
     return lambda importer: importer.feature_workflow(feature, prepared)
 
 
-def _prepare_memory_file(member: Member, limits: Limits) -> Write:
+def _prepare_memory_file(member: Member, limits: Limits) -> MemberWrite:
     if member.target.name == _SUMMARY_FILE:
         summary = memory.prepare_summary(
             member.content, limits.summary_tokens, memory.OverLimit.warn
@@ -552,7 +559,7 @@ def _prepare_memory_file(member: Member, limits: Limits) -> Write:
     return lambda importer: importer.items_file(kind, items)
 
 
-PREPARERS: dict[Kind, Callable[[Member, Limits], Write]] = {
+PREPARERS: dict[Kind, Callable[[Member, Limits], MemberWrite]] = {
     Kind.save: _prepare_save,
     Kind.snapshot: _prepare_snapshot,
     Kind.agent_memory: _prepare_agent_memory,
@@ -645,7 +652,7 @@ def _admit(entry: archive_format.Entry, limits: Limits, budget: _Budget) -> Memb
 def _prepared(member: Member, limits: Limits) -> Step:
     """The member through its kind's prepare step; a failure is reported when its turn
     comes, as the route's own problem."""
-    prepared: Write | Exception
+    prepared: MemberWrite | Exception
     try:
         prepared = PREPARERS[member.target.kind](member, limits)
     except (Skip, FormatError, Problem) as exc:

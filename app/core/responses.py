@@ -11,29 +11,26 @@ from fastapi import Request, Response
 from starlette.types import Receive, Scope, Send
 
 from app.core.conditional import not_modified
+from app.core.documents import Download
 
 SPOOL_READ_BYTES = 64 * 1024
 
 
 def document_response(
-    request: Request,
-    *,
-    etag: str,
-    filename: str,
-    content: bytes,
-    gzipped: bool = False,
-    media_type: str = "application/json",
+    request: Request, download: Download, *, media_type: str = "application/json"
 ) -> Response:
-    """``content`` is the file, or its gzip form when ``gzipped``: served as is to a client
-    that accepts gzip (no second compression), decompressed for one that does not."""
-    if (unchanged := not_modified(request, etag)) is not None:
+    """The file, or 304 when the client holds its version. A gzip-stored file is served as
+    it is to a client that accepts gzip (no second compression), decompressed for one that
+    does not."""
+    if (unchanged := not_modified(request, download.etag)) is not None:
         return unchanged
     headers = {
-        "ETag": etag,
-        "Content-Disposition": f'attachment; filename="{filename}"',
+        "ETag": download.etag,
+        "Content-Disposition": f'attachment; filename="{download.filename}"',
         "Vary": "Accept-Encoding",
     }
-    if gzipped:
+    content = download.content
+    if download.gzipped:
         # ContentCodingMiddleware has reduced Accept-Encoding to "gzip" or nothing.
         if request.headers.get("accept-encoding") == "gzip":
             headers["Content-Encoding"] = "gzip"

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Query, Request, Response
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
-from app.core.idempotency import IdempotencyDep
+from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit, Page
 from app.core.params import UTCInstant
@@ -24,6 +24,7 @@ from app.features.schemas import (
     WorkflowSummary,
 )
 from app.formats import feature_context, feature_workflow, jsondoc
+from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
@@ -134,7 +135,8 @@ def export_context(
     """`context.json` exactly: `json.dumps(context, indent=2)`."""
     context = service.get(session, principal.tenant, project, feature)
     return document_response(
-        request, etag=context.etag, filename=feature_context.FILENAME, content=context.content
+        request,
+        Download(filename=feature_context.FILENAME, etag=context.etag, content=context.content),
     )
 
 
@@ -229,7 +231,8 @@ def export_workflow(
     """The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored."""
     workflow = service.get_workflow(session, principal.tenant, project, feature)
     return document_response(
-        request, etag=workflow.etag, filename=feature_workflow.FILENAME, content=workflow.content
+        request,
+        Download(filename=feature_workflow.FILENAME, etag=workflow.etag, content=workflow.content),
     )
 
 

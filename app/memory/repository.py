@@ -4,12 +4,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, func, literal_column, text, update
-from sqlmodel import Session, col, select
+from sqlalchemy import ColumnElement, Row, bindparam, func, insert, literal_column, text, update
+from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
+from app.storage.repository import ProjectScopedRepository
 
 RANKING_COLUMNS = (
     col(MemoryItem.id),
@@ -51,54 +52,55 @@ def _live(kind: str, project_id: int) -> list[ColumnElement[bool]]:
     ]
 
 
-class MemoryRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+class SummaryRepository(ProjectScopedRepository[MemorySummary]):
+    """A project's running summary: its one row."""
 
-    @property
-    def _dialect(self) -> str:
-        return self.session.get_bind().dialect.name
+    model = MemorySummary
 
-    # The running summary.
 
-    def summary(self, project_id: int, *, for_update: bool = False) -> MemorySummary | None:
-        statement = select(MemorySummary).where(MemorySummary.project_id == project_id)
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
+class FileStyleRepository(ProjectScopedRepository[MemoryFileStyle]):
+    """The key style each list file was last written in, by kind."""
 
-    def save(self, row: MemorySummary | MemoryFileStyle | MemoryItem) -> None:
-        self.session.add(row)
-        self.session.flush()
+    model = MemoryFileStyle
+    key = ("kind",)
 
-    # List files' styles.
-
-    def file_styles(self, project_id: int) -> dict[str, str]:
+    def styles(self, project_id: int) -> dict[str, str]:
         """Each written file's style, by kind."""
         statement = select(MemoryFileStyle.kind, MemoryFileStyle.style).where(
             MemoryFileStyle.project_id == project_id
         )
         return dict(self.session.exec(statement).all())
 
-    def file_style(self, project_id: int, kind: str) -> MemoryFileStyle | None:
-        statement = select(MemoryFileStyle).where(
-            MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind
-        )
-        return self.session.exec(statement).first()
 
-    # Items.
+def _new_item_context_statement() -> Any:
+    project_id, kind = bindparam("project_id"), bindparam("kind")
+    items = (MemoryItem.project_id == project_id, MemoryItem.kind == kind)
+    return select(
+        select(MemoryItem.id).where(*items, MemoryItem.item_id == bindparam("item_id")).exists(),
+        select(func.max(MemoryItem.position)).where(*items).scalar_subquery(),
+        select(MemorySummary.total_features_completed)
+        .where(MemorySummary.project_id == project_id)
+        .scalar_subquery(),
+        select(MemoryFileStyle.style)
+        .where(MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind)
+        .scalar_subquery(),
+    )
 
-    def get(
-        self, project_id: int, kind: str, item_id: str, *, for_update: bool = False
-    ) -> MemoryItem | None:
-        statement = select(MemoryItem).where(
-            MemoryItem.project_id == project_id,
-            MemoryItem.kind == kind,
-            MemoryItem.item_id == item_id,
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
+
+# Appends are the hot path: their two statements are built once, their values bound per call.
+NEW_ITEM_CONTEXT = _new_item_context_statement()
+INSERT_ITEM = insert(MemoryItem)
+
+
+class ItemRepository(ProjectScopedRepository[MemoryItem]):
+    """Decisions, failures and constraints, by kind and ``id``."""
+
+    model = MemoryItem
+    key = ("kind", "item_id")
+
+    @property
+    def _dialect(self) -> str:
+        return self.session.get_bind().dialect.name
 
     def all_of(self, project_id: int, kind: str) -> list[MemoryItem]:
         """Every item of ``kind``, archived ones included, in file order."""
@@ -155,26 +157,20 @@ class MemoryRepository:
         return list(self.session.exec(statement))
 
     def new_item_context(self, project_id: int, kind: str, item_id: str) -> NewItemContext:
-        """What a new item needs to know, in one statement (appends are the hot path): whether
-        its id is taken, the next position, the features completed so far, the file's style."""
-        items = (MemoryItem.project_id == project_id, MemoryItem.kind == kind)
-        statement = select(
-            select(MemoryItem.id).where(*items, MemoryItem.item_id == item_id).exists(),
-            select(func.max(MemoryItem.position)).where(*items).scalar_subquery(),
-            select(MemorySummary.total_features_completed)
-            .where(MemorySummary.project_id == project_id)
-            .scalar_subquery(),
-            select(MemoryFileStyle.style)
-            .where(MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind)
-            .scalar_subquery(),
-        )
-        taken, highest, completed, style = self.session.execute(statement).one()
+        """What a new item needs to know, in one statement: whether its id is taken, the next
+        position, the features completed so far, the file's style."""
+        parameters = {"project_id": project_id, "kind": kind, "item_id": item_id}
+        taken, highest, completed, style = self.session.execute(NEW_ITEM_CONTEXT, parameters).one()
         return NewItemContext(
             id_taken=bool(taken),
             position=0 if highest is None else highest + 1,
             features_completed=completed or 0,
             style=style,
         )
+
+    def insert(self, values: dict[str, Any]) -> None:
+        """A new item, by its columns' values: a Core INSERT, no unit of work."""
+        self.session.execute(INSERT_ITEM, values)
 
     def item_ids(self, project_id: int, kind: str) -> list[str]:
         statement = select(MemoryItem.item_id).where(
@@ -235,10 +231,6 @@ class MemoryRepository:
             update(MemoryItem).where(col(MemoryItem.id).in_(ids)).values(archived_at=when)
         )
         return len(ids)
-
-    def delete(self, item: MemoryItem) -> None:
-        self.session.delete(item)
-        self.session.flush()
 
     def stale(self, project_id: int, kind: str, mark_before: int, **extra: Any) -> list[int]:
         """Live items of ``kind`` that arrived when fewer than ``mark_before`` features were

@@ -6,8 +6,8 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
-from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
-from app.core.idempotency import IdempotencyDep
+from app.core.deps import Reader, ReadSession, get_settings
+from app.core.documents import Download
 from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
@@ -23,6 +23,8 @@ from app.memory.schemas import (
     MemoryItemPublic,
     SummaryReceipt,
 )
+from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.writes import Write
 
 router = APIRouter(
     prefix="/v1/projects/{project}/memory", tags=["memory"], route_class=ContextStoreRoute
@@ -76,10 +78,6 @@ def _object_body(required: tuple[str, ...]) -> dict[str, Any]:
     return raw_body("application/json", schema=schema)
 
 
-def _download(request: Request, file: service.MemoryFile) -> Response:
-    return document_response(request, etag=file.etag, filename=file.filename, content=file.content)
-
-
 def _summary_response(receipt: SummaryReceipt) -> Response:
     return FastJSONResponse(
         receipt.model_dump(mode="json"),
@@ -100,7 +98,9 @@ def get_running_summary(
     style: StyleQuery = None,
 ) -> Response:
     """`running-summary.json`, exactly (the same as `files/running-summary.json`)."""
-    return _download(request, service.summary_file(session, principal.tenant, project, style))
+    return document_response(
+        request, service.summary_file(session, principal.tenant, project, style)
+    )
 
 
 @router.put(
@@ -110,32 +110,24 @@ def get_running_summary(
     openapi_extra=_object_body(SUMMARY_REQUIRED),
 )
 def put_running_summary(
-    project: ProjectName, request: Request, raw: RawBody, session: WriteSession, principal: Writer
+    project: ProjectName, request: Request, raw: RawBody, writes: WritesDep
 ) -> Response:
     """Store the summary (camelCase or snake_case keys). Its content must be within the limit
     (2000 tokens by default) by the service's own count; a missing `tokenCount` is filled in
     with that count and reported in `filled`."""
-    return _put_summary(project, request, raw, session, principal, service.OverLimit.refuse)
+    return _put_summary(project, request, raw, writes, service.OverLimit.refuse)
 
 
 def _put_summary(
-    project: str,
-    request: Request,
-    raw: bytes,
-    session: WriteSession,
-    principal: Writer,
-    over_limit: service.OverLimit,
+    project: str, request: Request, raw: bytes, writes: WritesDep, over_limit: service.OverLimit
 ) -> Response:
-    receipt = service.put_summary(
-        session,
-        principal.tenant,
+    limit = get_settings(request).memory_summary_max_tokens
+    prepared = service.prepare_summary(raw, limit, over_limit)
+    precondition = if_match_or_create_only(request)
+    return writes.run(
         project,
-        raw,
-        if_match_or_create_only(request),
-        get_settings(request).memory_summary_max_tokens,
-        over_limit,
+        lambda write: _summary_response(service.store_summary(write, prepared, precondition)),
     )
-    return _summary_response(receipt)
 
 
 @router.get("/files/{name}", response_class=Response, responses=JSON_FILE)
@@ -149,11 +141,12 @@ def export_file(
 ) -> Response:
     """A file exactly as the tools write it (`json.dumps(doc, indent=2)`), in the key style
     it was imported in unless `style` says otherwise. List files hold the items not archived."""
+    file: Download
     if name is MemoryFileName.running_summary:
         file = service.summary_file(session, principal.tenant, project, style)
     else:
         file = service.items_file(session, principal.tenant, project, FILE_KINDS[name], style)
-    return _download(request, file)
+    return document_response(request, file)
 
 
 @router.put(
@@ -166,20 +159,24 @@ def import_file(
     name: MemoryFileName,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
+    writes: WritesDep,
 ) -> Response:
     """Import a file. A list file replaces the set of items not archived: items are matched
     by `id`, items missing from the file are deleted. The running summary is kept as its
     writer wrote it: a content over the token limit is reported in `warnings`, not refused.
     Honours If-Match and If-None-Match."""
     if name is MemoryFileName.running_summary:
-        return _put_summary(project, request, raw, session, principal, service.OverLimit.warn)
-    etag, style, count = service.put_items_file(
-        session, principal.tenant, project, FILE_KINDS[name], raw, if_match_or_create_only(request)
-    )
-    receipt = FileReceipt(etag=etag, style=style, items=count)
-    return FastJSONResponse(receipt.model_dump(mode="json"), headers={"ETag": etag})
+        return _put_summary(project, request, raw, writes, service.OverLimit.warn)
+    kind = FILE_KINDS[name]
+    prepared = service.prepare_items_file(raw, kind)
+    precondition = if_match_or_create_only(request)
+
+    def change(write: Write) -> Response:
+        etag, style, count = service.store_items_file(write, kind, prepared, precondition)
+        receipt = FileReceipt(etag=etag, style=style, items=count)
+        return FastJSONResponse(receipt.model_dump(mode="json"), headers={"ETag": etag})
+
+    return writes.run(project, change)
 
 
 # Decisions, failures and constraints.
@@ -297,22 +294,22 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         project: ProjectName,
         request: Request,
         raw: RawBody,
-        session: WriteSession,
-        principal: Writer,
-        idempotency: IdempotencyDep,
+        writes: IdempotentWritesDep,
     ) -> Response:
         """Add an item (camelCase or snake_case keys) at the end of its file. A missing `id`
         (next in the writer's numbering) and time (now, epoch ms) are filled in and listed in
         `filled`. 409 if the id exists."""
-        if (replayed := idempotency.replay()) is not None:
-            return replayed
-        created, etag = service.create_item(session, principal.tenant, project, kind, raw)
-        response = FastJSONResponse(
-            created.model_dump(mode="json"),
-            status_code=201,
-            headers={"Location": f"{request.url.path}/{quote(created.id, safe='')}", "ETag": etag},
-        )
-        return idempotency.record(response)
+
+        def change(write: Write) -> Response:
+            created = service.create_item(write, kind, raw)
+            location = f"{request.url.path}/{quote(created.fields['id'], safe='')}"
+            return FastJSONResponse(
+                created.fields,
+                status_code=201,
+                headers={"Location": location, "ETag": created.etag},
+            )
+
+        return writes.run(project, change)
 
     @router.get(
         f"/{plural}/{{item_id}}",
@@ -348,21 +345,17 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         item_id: ItemId,
         request: Request,
         raw: RawBody,
-        session: WriteSession,
-        principal: Writer,
+        writes: WritesDep,
     ) -> Response:
         """JSON merge patch (RFC 7396) of the item; keys in either style. The `id` cannot
         change. Honours If-Match."""
-        item, etag = service.patch_item(
-            session,
-            principal.tenant,
-            project,
-            kind,
-            item_id,
-            raw,
-            if_match(request),
-        )
-        return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
+        precondition = if_match(request)
+
+        def change(write: Write) -> Response:
+            item, etag = service.patch_item(write, kind, item_id, raw, precondition)
+            return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
+
+        return writes.run(project, change)
 
     @router.delete(
         f"/{plural}/{{item_id}}",
@@ -375,19 +368,16 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         project: ProjectName,
         item_id: ItemId,
         request: Request,
-        session: WriteSession,
-        principal: Writer,
+        writes: WritesDep,
     ) -> Response:
         """Delete one item (maintenance never deletes; this does). Honours If-Match."""
-        service.delete_item(
-            session,
-            principal.tenant,
-            project,
-            kind,
-            item_id,
-            if_match(request),
-        )
-        return Response(status_code=204)
+        precondition = if_match(request)
+
+        def change(write: Write) -> Response:
+            service.delete_item(write, kind, item_id, precondition)
+            return Response(status_code=204)
+
+        return writes.run(project, change)
 
 
 for _plural, _kind in (
@@ -399,14 +389,15 @@ for _plural, _kind in (
 
 
 @router.post("/maintenance", response_model=MaintenanceResult)
-def maintenance(
-    project: ProjectName, session: WriteSession, principal: Writer
-) -> MaintenanceResult:
+def maintenance(project: ProjectName, writes: WritesDep) -> Response:
     """Seed 004's maintenance, by the running summary's `totalFeaturesCompleted`: decisions
     that arrived 50 or more completed features ago and resolved failures 100 or more ago are
     archived, and expired constraints leave the active set (archived). Nothing is deleted:
     `?include_archived=true` lists archived items."""
-    return service.maintain(session, principal.tenant, project)
+    return writes.run(
+        project,
+        lambda write: FastJSONResponse(service.maintain(write).model_dump(mode="json")),
+    )
 
 
 @router.get("/context", response_model=ContextPack)

@@ -12,6 +12,7 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
+from app.core.documents import Download, set_content
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
 from app.formats import project_memory as codec
@@ -20,16 +21,22 @@ from app.formats.project_memory import ItemKind, Style
 from app.memory import pack as packing
 from app.memory import tokens
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
-from app.memory.repository import WORD, ItemFilter, MemoryRepository
+from app.memory.repository import (
+    WORD,
+    FileStyleRepository,
+    ItemFilter,
+    ItemRepository,
+    SummaryRepository,
+)
 from app.memory.schemas import (
     ContextPack,
-    ItemCreated,
     MaintenanceResult,
     MemoryItemPublic,
     SummaryReceipt,
     SummaryWarning,
 )
-from app.projects.service import project_id, touch_project
+from app.projects.service import project_id
+from app.storage.writes import Write
 
 SUMMARY_FILE = "running-summary.json"
 ITEM_FILES = {
@@ -47,19 +54,8 @@ FAILURE_CANDIDATES = 500
 MAX_SEARCH_CHARS = 100_000
 
 
-@dataclass(frozen=True)
-class MemoryFile:
-    filename: str
-    etag: str
-    content: bytes
-
-
 def now_ms() -> int:
     return int(utcnow().timestamp() * 1000)
-
-
-def _file(filename: str, content: bytes) -> MemoryFile:
-    return MemoryFile(filename=filename, etag=etag_of(content), content=content)
 
 
 def _no_words(parameter: str) -> InvalidContent:
@@ -108,13 +104,13 @@ def _summary_over_limit(counted: int, limit: int, over_limit: OverLimit) -> list
     ]
 
 
-def summary_file(session: Session, tenant: str, project: str, style: Style | None) -> MemoryFile:
-    row = MemoryRepository(session).summary(project_id(session, tenant, project))
+def summary_file(session: Session, tenant: str, project: str, style: Style | None) -> Download:
+    row = SummaryRepository(session).get(project_id(session, tenant, project))
     if row is None:
         raise NotFound(f"Project {project!r} has no running summary.")
     if style is None or style == row.style:
-        return _file(SUMMARY_FILE, row.content)
-    return _file(SUMMARY_FILE, codec.render(jsondoc.load(row.content), style))
+        return Download.of(SUMMARY_FILE, row.content)
+    return Download.of(SUMMARY_FILE, codec.render(jsondoc.load(row.content), style))
 
 
 @dataclass(frozen=True)
@@ -135,32 +131,12 @@ def prepare_summary(raw: bytes, limit: int, over_limit: OverLimit) -> PreparedSu
     return PreparedSummary(document, detected, counted, warnings)
 
 
-def put_summary(
-    session: Session,
-    tenant: str,
-    project: str,
-    raw: bytes,
-    precondition: Precondition,
-    limit: int,
-    over_limit: OverLimit,
-) -> SummaryReceipt:
-    return store_summary(
-        session, tenant, project, prepare_summary(raw, limit, over_limit), precondition
-    )
-
-
 def store_summary(
-    session: Session,
-    tenant: str,
-    project: str,
-    prepared: PreparedSummary,
-    precondition: Precondition,
+    write: Write, prepared: PreparedSummary, precondition: Precondition
 ) -> SummaryReceipt:
     document, detected, counted = prepared.document, prepared.detected, prepared.counted
-    pid = touch_project(session, tenant, project)
-    repository = MemoryRepository(session)
-    row = repository.summary(pid, for_update=True)
-    precondition(row.etag if row is not None else None)
+    repository = SummaryRepository(write.session)
+    row = write.locked(repository, precondition=precondition)
     style = detected or _file_style(row.style if row is not None else None)
     filled = []
     if codec.key_in(document, "tokenCount") is None:
@@ -171,16 +147,14 @@ def store_summary(
     content = codec.render(document, style)
     created = row is None
     if row is None:
-        row = MemorySummary(project_id=pid)
-    row.content = content
+        row = MemorySummary(project_id=write.project_id)
+    set_content(row, content)
     row.style = style.value
     row.content_tokens = counted
     row.total_features_completed = codec.column_integer(
         codec.field(document, "totalFeaturesCompleted")
     )
-    row.etag = etag_of(content)
-    row.updated_at = utcnow()
-    repository.save(row)
+    repository.add(row)
     return SummaryReceipt(
         created=created,
         etag=row.etag,
@@ -194,8 +168,8 @@ def store_summary(
 # Items.
 
 
-def _style_of(repository: MemoryRepository, pid: int, kind: ItemKind) -> Style:
-    row = repository.file_style(pid, kind.value)
+def _style_of(session: Session, pid: int, kind: ItemKind) -> Style:
+    row = FileStyleRepository(session).get(pid, kind.value)
     return _file_style(row.style if row is not None else None)
 
 
@@ -209,41 +183,59 @@ def _document(item: MemoryItem) -> dict[str, Any]:
     return document
 
 
-def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) -> None:
-    """Store the item's document (redacted in place) and every column read from it."""
+def _stored_values(kind: ItemKind, document: dict[str, Any]) -> dict[str, Any]:
+    """The item's stored document (redacted in place) and every column read from it."""
     redaction.for_storage(document)
     columns = codec.item_columns(document, kind)
-    item.kind = kind.value
-    item.item_id = columns.item_id
-    item.feature_id = columns.feature_id
-    item.category = columns.category
-    item.severity = columns.severity
-    item.timestamp = columns.timestamp
-    item.expires_at = columns.expires_at
-    item.resolved = columns.resolved
-    item.search_text = columns.search_text[:MAX_SEARCH_CHARS]
-    item.content = json.dumps(document).encode("ascii")
-    item.etag = etag_of(item.content)
-    item.updated_at = utcnow()
+    content = json.dumps(document).encode("ascii")
+    return {
+        "kind": kind.value,
+        "item_id": columns.item_id,
+        "feature_id": columns.feature_id,
+        "category": columns.category,
+        "severity": columns.severity,
+        "timestamp": columns.timestamp,
+        "expires_at": columns.expires_at,
+        "resolved": columns.resolved,
+        "search_text": columns.search_text[:MAX_SEARCH_CHARS],
+        "content": content,
+        "etag": etag_of(content),
+        "updated_at": utcnow(),
+    }
+
+
+def _set_document(item: MemoryItem, kind: ItemKind, document: dict[str, Any]) -> None:
+    for name, value in _stored_values(kind, document).items():
+        setattr(item, name, value)
+
+
+def _public_fields(
+    stored: dict[str, Any], document: dict[str, Any], style: Style, now: int
+) -> dict[str, Any]:
+    """An item as the API shows it (``MemoryItemPublic``), from its columns' values."""
+    expires_at = stored["expires_at"]
+    return {
+        "id": stored["item_id"],
+        "feature_id": stored["feature_id"],
+        "category": stored["category"],
+        "severity": stored["severity"],
+        "timestamp": stored["timestamp"],
+        "expires_at": expires_at,
+        "expired": expires_at is not None and expires_at <= now,
+        "resolved": stored["resolved"],
+        "archived_at": stored.get("archived_at"),
+        "item": codec.in_style(document, style),
+    }
 
 
 def _public(item: MemoryItem, style: Style, now: int) -> MemoryItemPublic:
-    return MemoryItemPublic(
-        id=item.item_id,
-        feature_id=item.feature_id,
-        category=item.category,
-        severity=item.severity,
-        timestamp=item.timestamp,
-        expires_at=item.expires_at,
-        expired=item.expires_at is not None and item.expires_at <= now,
-        resolved=item.resolved,
-        archived_at=item.archived_at,
-        item=codec.in_style(_document(item), style),
+    return MemoryItemPublic.model_validate(
+        _public_fields(item.model_dump(), _document(item), style, now)
     )
 
 
-def _features_completed(repository: MemoryRepository, pid: int) -> int:
-    summary = repository.summary(pid)
+def _features_completed(session: Session, pid: int) -> int:
+    summary = SummaryRepository(session).get(pid)
     if summary is None or summary.total_features_completed is None:
         return 0
     return summary.total_features_completed
@@ -263,9 +255,8 @@ def list_items(
     if where.q is not None and not WORD.search(where.q):
         raise _no_words("q")
     pid = project_id(session, tenant, project)
-    repository = MemoryRepository(session)
-    style = _style_of(repository, pid, kind)
-    items, next_cursor = repository.page(pid, kind.value, where, cursor, limit)
+    style = _style_of(session, pid, kind)
+    items, next_cursor = ItemRepository(session).page(pid, kind.value, where, cursor, limit)
     now = now_ms()
     return [_public(item, style, now) for item in items], next_cursor
 
@@ -274,25 +265,33 @@ def _not_found(kind: ItemKind, item_id: str) -> NotFound:
     return NotFound(f"No {kind.value} {item_id!r} in this project.")
 
 
-def _find(
-    session: Session, pid: int, kind: ItemKind, item_id: str, *, for_update: bool = False
+def _locked_item(
+    write: Write, kind: ItemKind, item_id: str, precondition: Precondition
 ) -> MemoryItem:
     # An id no document could hold (NUL, a lone surrogate) names nothing; it never reaches SQL.
     if not jsondoc.is_storable(item_id):
         raise _not_found(kind, item_id)
-    item = MemoryRepository(session).get(pid, kind.value, item_id, for_update=for_update)
-    if item is None:
-        raise _not_found(kind, item_id)
-    return item
+    return write.existing(
+        ItemRepository(write.session),
+        kind.value,
+        item_id,
+        missing=_not_found(kind, item_id),
+        precondition=precondition,
+    )
 
 
 def get_item(
     session: Session, tenant: str, project: str, kind: ItemKind, item_id: str
 ) -> tuple[MemoryItemPublic, str]:
     pid = project_id(session, tenant, project)
-    item = _find(session, pid, kind, item_id)
-    style = _style_of(MemoryRepository(session), pid, kind)
-    return _public(item, style, now_ms()), item.etag
+    item = (
+        ItemRepository(session).get(pid, kind.value, item_id)
+        if jsondoc.is_storable(item_id)
+        else None
+    )
+    if item is None:
+        raise _not_found(kind, item_id)
+    return _public(item, _style_of(session, pid, kind), now_ms()), item.etag
 
 
 def _require_object(document: Any) -> dict[str, Any]:
@@ -301,7 +300,7 @@ def _require_object(document: Any) -> dict[str, Any]:
     return document
 
 
-def _next_id(repository: MemoryRepository, pid: int, kind: ItemKind) -> str:
+def _next_id(repository: ItemRepository, pid: int, kind: ItemKind) -> str:
     """The writer's numbering, dec-001 and on: one past the highest number in use."""
     pattern = re.compile(re.escape(ID_PREFIX[kind]) + r"-(\d+)$")
     numbers = [
@@ -310,19 +309,23 @@ def _next_id(repository: MemoryRepository, pid: int, kind: ItemKind) -> str:
     return f"{ID_PREFIX[kind]}-{max(numbers, default=0) + 1:03d}"
 
 
-def create_item(
-    session: Session, tenant: str, project: str, kind: ItemKind, raw: bytes
-) -> tuple[ItemCreated, str]:
-    """A new item; a missing id and time are filled in (id first, time last) and reported."""
+@dataclass(frozen=True)
+class CreatedItem:
+    """A new item as the API shows it (``ItemCreated``'s fields), and its ETag."""
+
+    fields: dict[str, Any]
+    etag: str
+
+
+def create_item(write: Write, kind: ItemKind, raw: bytes) -> CreatedItem:
+    """A new item; a missing id and time are filled in (id first, time last) and reported.
+    Ids and positions are handed out one write at a time: the write holds the project's lock."""
     document = _require_object(jsondoc.load(raw, allow_nan=False))
     body_style = codec.detect_style(document) or Style.camel
-    # touch_project locks the project's row until commit: ids and positions are handed out
-    # one request at a time.
-    pid = touch_project(session, tenant, project)
-    repository = MemoryRepository(session)
+    repository = ItemRepository(write.session)
     filled = []
     if "id" not in document:
-        document = {"id": _next_id(repository, pid, kind), **document}
+        document = {"id": _next_id(repository, write.project_id, kind), **document}
         filled.append("/id")
     time_field = codec.ITEM_TIME_FIELD[kind]
     if codec.key_in(document, time_field) is None:
@@ -331,16 +334,20 @@ def create_item(
         filled.append(jsondoc.pointer(time_key))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The {kind.value} does not follow seed 004's format.", faults)
-    context = repository.new_item_context(pid, kind.value, document["id"])
+    context = repository.new_item_context(write.project_id, kind.value, document["id"])
     if context.id_taken:
         raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
-    item = MemoryItem(
-        project_id=pid, position=context.position, features_mark=context.features_completed
+    stored = _stored_values(kind, document)
+    repository.insert(
+        stored
+        | {
+            "project_id": write.project_id,
+            "position": context.position,
+            "features_mark": context.features_completed,
+        }
     )
-    _set_document(item, kind, document)
-    repository.save(item)
-    public = _public(item, _file_style(context.style), now_ms())
-    return ItemCreated(**public.model_dump(), filled=filled), item.etag
+    fields = _public_fields(stored, document, _file_style(context.style), now_ms())
+    return CreatedItem(fields | {"filled": filled}, stored["etag"])
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -357,18 +364,10 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def patch_item(
-    session: Session,
-    tenant: str,
-    project: str,
-    kind: ItemKind,
-    item_id: str,
-    raw: bytes,
-    precondition: Precondition,
+    write: Write, kind: ItemKind, item_id: str, raw: bytes, precondition: Precondition
 ) -> tuple[MemoryItemPublic, str]:
     patch = _require_object(jsondoc.load(raw, allow_nan=False))
-    pid = touch_project(session, tenant, project)
-    item = _find(session, pid, kind, item_id, for_update=True)
-    precondition(item.etag)
+    item = _locked_item(write, kind, item_id, precondition)
     current = _document(item)
     # The patch may name documented keys in either style; they apply to the item's own.
     style = codec.detect_style(current) or Style.camel
@@ -381,23 +380,12 @@ def patch_item(
             errors=[FieldError("/id", "must stay " + json.dumps(item.item_id))],
         )
     _set_document(item, kind, document)
-    repository = MemoryRepository(session)
-    repository.save(item)
-    return _public(item, _style_of(repository, pid, kind), now_ms()), item.etag
+    ItemRepository(write.session).add(item)
+    return _public(item, _style_of(write.session, write.project_id, kind), now_ms()), item.etag
 
 
-def delete_item(
-    session: Session,
-    tenant: str,
-    project: str,
-    kind: ItemKind,
-    item_id: str,
-    precondition: Precondition,
-) -> None:
-    pid = touch_project(session, tenant, project)
-    item = _find(session, pid, kind, item_id, for_update=True)
-    precondition(item.etag)
-    MemoryRepository(session).delete(item)
+def delete_item(write: Write, kind: ItemKind, item_id: str, precondition: Precondition) -> None:
+    ItemRepository(write.session).delete(_locked_item(write, kind, item_id, precondition))
 
 
 # List files.
@@ -409,12 +397,12 @@ def _render_items(items: list[MemoryItem], style: Style) -> bytes:
 
 def items_file(
     session: Session, tenant: str, project: str, kind: ItemKind, style: Style | None
-) -> MemoryFile:
+) -> Download:
     """The file: every item not archived, in file order."""
     pid = project_id(session, tenant, project)
-    repository = MemoryRepository(session)
-    chosen = style or _style_of(repository, pid, kind)
-    return _file(ITEM_FILES[kind], _render_items(repository.live(pid, kind.value), chosen))
+    chosen = style or _style_of(session, pid, kind)
+    items = ItemRepository(session).live(pid, kind.value)
+    return Download.of(ITEM_FILES[kind], _render_items(items, chosen))
 
 
 @dataclass(frozen=True)
@@ -430,63 +418,46 @@ def prepare_items_file(raw: bytes, kind: ItemKind) -> PreparedItems:
     return PreparedItems(redaction.for_storage(documents), detected)
 
 
-def put_items_file(
-    session: Session,
-    tenant: str,
-    project: str,
-    kind: ItemKind,
-    raw: bytes,
-    precondition: Precondition,
-) -> tuple[str, Style, int]:
-    return store_items_file(
-        session, tenant, project, kind, prepare_items_file(raw, kind), precondition
-    )
-
-
 def store_items_file(
-    session: Session,
-    tenant: str,
-    project: str,
-    kind: ItemKind,
-    prepared: PreparedItems,
-    precondition: Precondition,
+    write: Write, kind: ItemKind, prepared: PreparedItems, precondition: Precondition
 ) -> tuple[str, Style, int]:
     """Replace the file's set. Items kept by id keep their history (when they arrived);
     items no longer in the file are deleted, archived ones stay archived and untouched."""
     documents, detected = prepared.documents, prepared.detected
-    pid = touch_project(session, tenant, project)
-    repository = MemoryRepository(session)
-    style_row = repository.file_style(pid, kind.value)
+    pid = write.project_id
+    repository = ItemRepository(write.session)
+    styles = FileStyleRepository(write.session)
+    style_row = styles.get(pid, kind.value)
     existing = {item.item_id: item for item in repository.all_of(pid, kind.value)}
     live = [item for item in existing.values() if item.archived_at is None]
     old_style = _file_style(style_row.style if style_row is not None else None)
     precondition(etag_of(_render_items(live, old_style)) if live else None)
     style = detected or old_style
-    mark = _features_completed(repository, pid)
+    mark = _features_completed(write.session, pid)
     for position, document in enumerate(documents):
         item = existing.pop(document["id"], None) or MemoryItem(project_id=pid, features_mark=mark)
         item.position = position
         item.archived_at = None
         _set_document(item, kind, document)
-        repository.save(item)
+        repository.add(item)
     for item in existing.values():
         if item.archived_at is None:
             repository.delete(item)
     if style_row is None:
         style_row = MemoryFileStyle(project_id=pid, kind=kind.value, style=style.value)
     style_row.style = style.value
-    repository.save(style_row)
+    styles.add(style_row)
     return etag_of(codec.render(documents, style)), style, len(documents)
 
 
 # Maintenance.
 
 
-def maintain(session: Session, tenant: str, project: str) -> MaintenanceResult:
+def maintain(write: Write) -> MaintenanceResult:
     """Seed 004's maintenance: archive, never delete."""
-    pid = touch_project(session, tenant, project)
-    repository = MemoryRepository(session)
-    completed = _features_completed(repository, pid)
+    pid = write.project_id
+    repository = ItemRepository(write.session)
+    completed = _features_completed(write.session, pid)
     now = utcnow()
     old_decisions = repository.stale(pid, "decision", completed - DECISIONS_KEPT_FOR_FEATURES)
     old_failures = repository.stale(
@@ -516,7 +487,7 @@ def _entry(item: MemoryItem, style: Style) -> packing.Entry:
 
 
 def _failure_candidates(
-    repository: MemoryRepository, pid: int, feature_id: str | None
+    repository: ItemRepository, pid: int, feature_id: str | None
 ) -> list[Row[Any]]:
     """The failures the pack ranks: the feature's own newest and the project's newest, a
     bounded number of each, so that the pack costs the same with a thousand failures stored
@@ -533,7 +504,7 @@ def _failure_candidates(
 
 
 def _ranked_failures(
-    repository: MemoryRepository, pid: int, feature_id: str | None, about: str, style: Style
+    repository: ItemRepository, pid: int, feature_id: str | None, about: str, style: Style
 ) -> list[packing.Entry]:
     """The pack's failures, most relevant first. Ranking reads columns only: just the
     documents of the few chosen are loaded and parsed."""
@@ -559,14 +530,14 @@ def context_pack(
     max_tokens: int,
 ) -> ContextPack:
     pid = project_id(session, tenant, project)
-    repository = MemoryRepository(session)
-    summary_row = repository.summary(pid)
+    repository = ItemRepository(session)
+    summary_row = SummaryRepository(session).get(pid)
     summary = None
     if summary_row is not None:
         summary = codec.field(jsondoc.load(summary_row.content), "content")
 
     # The three files' styles in one read.
-    styles = repository.file_styles(pid)
+    styles = FileStyleRepository(session).styles(pid)
 
     def style(kind: ItemKind) -> Style:
         return _file_style(styles.get(kind.value))

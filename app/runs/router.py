@@ -3,13 +3,14 @@ from fastapi import APIRouter, Request, Response
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
+from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
-from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
 from app.formats import atari_state
+from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.runs import service
 from app.runs.schemas import (
     IterationEnd,
@@ -94,7 +95,7 @@ def export_state(
     spaces): struct field order, raw UTF-8, `<`, `>`, `&` escaped, no trailing newline."""
     file = service.get_file(session, principal.tenant, project, run)
     return document_response(
-        request, etag=file.etag, filename=atari_state.FILENAME, content=file.content
+        request, Download(filename=atari_state.FILENAME, etag=file.etag, content=file.content)
     )
 
 
@@ -107,9 +108,7 @@ def export_backup(
     file = service.get_backup(session, principal.tenant, project, run)
     return document_response(
         request,
-        etag=file.etag,
-        filename=atari_state.BACKUP_FILENAME,
-        content=file.content,
+        Download(filename=atari_state.BACKUP_FILENAME, etag=file.etag, content=file.content),
         media_type="application/octet-stream",
     )
 

@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
 from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
-from app.core.idempotency import IdempotencyDep
+from app.core.documents import Download
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
@@ -14,6 +14,7 @@ from app.core.params import SaveNumber, UTCInstant
 from app.core.responses import document_response
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
+from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.saves import service
 from app.saves.schemas import PruneRequest, PruneResult, SaveReceipt, SaveSummary
 
@@ -108,10 +109,9 @@ def list_saves(
 def _download(request: Request, file: service.SaveFile) -> Response:
     return document_response(
         request,
-        etag=file.etag,
-        filename=file.filename,
-        content=file.content,
-        gzipped=file.gzipped,
+        Download(
+            filename=file.filename, etag=file.etag, content=file.content, gzipped=file.gzipped
+        ),
     )
 
 

@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from app.memory import service as memory_service
 from app.memory import tokens
 from app.memory.models import MemoryItem
-from app.memory.repository import ItemFilter, MemoryRepository
+from app.memory.repository import ItemFilter, ItemRepository
 from tests.conftest import client_for, create_key
 from tests.helpers import assert_problem, golden_bytes, python_indent2
 
@@ -260,7 +260,7 @@ def test_the_database_search_index_is_what_answers(app, client, project, backend
             ).all()
             assert len(rows) >= 1
             return
-        repository = MemoryRepository(session)
+        repository = ItemRepository(session)
         statement = repository._filtered(select(MemoryItem), ItemFilter(q="jwt"))
         compiled = statement.compile(session.get_bind(), compile_kwargs={"literal_binds": True})
         session.execute(text("SET enable_seqscan = off"))
@@ -399,7 +399,7 @@ def test_a_failure_deleted_while_the_pack_ranks_is_left_out(client, engine, proj
     for number in range(3):
         item = {"id": f"fail-{number}", "description": f"disk {number}", "timestamp": number}
         assert _post(client, project, "failures", item).status_code == 201
-    ranked = MemoryRepository.newest_rankable
+    ranked = ItemRepository.newest_rankable
 
     def rank_then_delete(self, *args, **kwargs):
         rows = ranked(self, *args, **kwargs)
@@ -413,7 +413,7 @@ def test_a_failure_deleted_while_the_pack_ranks_is_left_out(client, engine, proj
             )
         return rows
 
-    monkeypatch.setattr(MemoryRepository, "newest_rankable", rank_then_delete)
+    monkeypatch.setattr(ItemRepository, "newest_rankable", rank_then_delete)
     response = client.get(f"{_base(project)}/context", params={"about": "disk"})
     assert response.status_code == 200, response.text
     listed = {failure["id"] for failure in response.json()["failures"]}

@@ -1,6 +1,7 @@
 """Idempotency-Key for POST routes that create or append.
 
-A route asks ``Idempotency.replay()`` first and passes its response to ``record()`` last. The
+A write claims the key first (``claim``: the remembered response, or None) and records its
+response last (``record``); ``app/writing`` does both for every route that takes a key. The
 key's row is written in the request's own transaction, so the effect and the remembered
 response commit together or not at all; a request that fails leaves no row, and its retry
 runs again. Two concurrent requests with one key: the second blocks on the row's unique key
@@ -14,68 +15,25 @@ transaction: the row is still written once, with the final response.
 import hashlib
 import hmac
 import json
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Annotated
 
 from fastapi import Depends, Header, Request, Response
-from sqlalchemy import LargeBinary, delete
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import JSON, Column, Field, Session, SQLModel, col, select
+from sqlmodel import Session
 
 from app.core import redaction
-from app.core.db import UTCDateTime, utcnow
-from app.core.deps import Writer, WriteSession, get_settings
+from app.core.db import utcnow
+from app.core.deps import Writer, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
 from app.core.json import dumps
 from app.core.security import Principal
+from app.idempotency.models import IdempotencyRecord
+from app.idempotency.repository import IdempotencyRepository
 from app.redaction import Redactions, redact_document
 
 # Headers a replay must repeat for the client to see the same response.
 REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition", "redactions")
-
-
-class IdempotencyRecord(SQLModel, table=True):
-    __tablename__ = "idempotency_keys"
-
-    tenant: str = Field(primary_key=True, max_length=128)
-    key: str = Field(primary_key=True, max_length=255)
-    request_hash: str = Field(max_length=64)
-    status_code: int | None = None
-    headers: dict[str, str] | None = Field(default=None, sa_column=Column(JSON))
-    body: bytes | None = Field(default=None, sa_column=Column(LargeBinary))
-    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
-    expires_at: datetime = Field(sa_type=UTCDateTime, index=True)
-
-
-class IdempotencyRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def get_live(self, tenant: str, key: str, now: datetime) -> IdempotencyRecord | None:
-        statement = select(IdempotencyRecord).where(
-            IdempotencyRecord.tenant == tenant,
-            IdempotencyRecord.key == key,
-            col(IdempotencyRecord.expires_at) > now,
-        )
-        return self.session.exec(statement).first()
-
-    def delete_expired(self, tenant: str, now: datetime) -> None:
-        self.session.execute(
-            delete(IdempotencyRecord).where(
-                col(IdempotencyRecord.tenant) == tenant,
-                col(IdempotencyRecord.expires_at) <= now,
-            )
-        )
-
-    def claim(self, record: IdempotencyRecord) -> None:
-        """Insert the key's row; raises IntegrityError when another request holds the key."""
-        with self.session.begin_nested():
-            self.session.add(record)
-        self.session.flush()
-
-    def save(self, record: IdempotencyRecord) -> None:
-        self.session.add(record)
-        self.session.flush()
 
 
 def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) -> str:
@@ -91,20 +49,15 @@ def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) 
 
 
 class Idempotency:
-    def __init__(
-        self,
-        session: Session | None,
-        tenant: str,
-        key: str | None,
-        request_hash: str,
-        ttl: timedelta,
-    ) -> None:
-        self.session = session
+    """One request's Idempotency-Key and the fingerprint that tells its retries from other
+    requests sent under the same key."""
+
+    def __init__(self, tenant: str, key: str, request_hash: str, ttl: timedelta) -> None:
         self.tenant = tenant
         self.key = key
         self.request_hash = request_hash
         self.ttl = ttl
-        self.record_row: IdempotencyRecord | None = None
+        self._claimed: IdempotencyRecord | None = None
 
     def _replay(self, record: IdempotencyRecord) -> Response:
         if record.request_hash != self.request_hash:
@@ -118,12 +71,10 @@ class Idempotency:
         headers["Idempotent-Replayed"] = "true"
         return Response(content=record.body, status_code=record.status_code, headers=headers)
 
-    def replay(self) -> Response | None:
-        """The remembered response for this key, or None after claiming the key for this call."""
-        if self.key is None:
-            return None
-        assert self.session is not None, "a batched route calls recorded() and record_in()"
-        repository = IdempotencyRepository(self.session)
+    def claim(self, session: Session) -> Response | None:
+        """The remembered response for this key, or None after claiming the key in
+        ``session``'s transaction for this request."""
+        repository = IdempotencyRepository(session)
         now = utcnow()
         existing = repository.get_live(self.tenant, self.key, now)
         if existing is not None:
@@ -143,21 +94,20 @@ class Idempotency:
             if existing is None:
                 raise
             return self._replay(existing)
-        self.record_row = claim
+        self._claimed = claim
         return None
 
-    def record(self, response: Response) -> Response:
-        """Remember ``response`` for this key (in the request's transaction) and return it."""
-        if self.record_row is None:
-            return response
-        assert self.session is not None
+    def record(self, session: Session, response: Response) -> Response:
+        """Remember ``response`` for the claimed key (in ``session``'s transaction, the one
+        that claimed it) and return it as remembered."""
+        assert self._claimed is not None, "claim() first"
         response = _redacted(response)
-        self.record_row.status_code = response.status_code
-        self.record_row.headers = {
+        self._claimed.status_code = response.status_code
+        self._claimed.headers = {
             name: value for name, value in response.headers.items() if name in REPLAYED_HEADERS
         }
-        self.record_row.body = bytes(response.body)
-        IdempotencyRepository(self.session).save(self.record_row)
+        self._claimed.body = bytes(response.body)
+        IdempotencyRepository(session).save(self._claimed)
         return response
 
     # For a route that writes in several transactions (the archive import): no key is
@@ -166,8 +116,6 @@ class Idempotency:
 
     def recorded(self, session: Session) -> Response | None:
         """The remembered response for this key, looked up in ``session``; nothing claimed."""
-        if self.key is None:
-            return None
         existing = IdempotencyRepository(session).get_live(self.tenant, self.key, utcnow())
         return self._replay(existing) if existing is not None else None
 
@@ -175,10 +123,9 @@ class Idempotency:
         """Claim the key and remember ``response`` in ``session``'s transaction; or, when a
         request with this key finished meanwhile (the same one sent twice at once), answer
         what that one answered."""
-        self.session = session
-        if (replayed := self.replay()) is not None:
+        if (replayed := self.claim(session)) is not None:
             return replayed
-        return self.record(response)
+        return self.record(session, response)
 
 
 def _redacted(response: Response) -> Response:
@@ -209,12 +156,12 @@ IdempotencyKey = Annotated[
 
 
 async def _of_request(
-    request: Request, session: Session | None, principal: Principal, key: str | None
-) -> Idempotency:
-    body = await request.body() if key is not None else b""
+    request: Request, principal: Principal, key: str | None
+) -> Idempotency | None:
+    if key is None:
+        return None
     settings = get_settings(request)
     return Idempotency(
-        session=session,
         tenant=principal.tenant,
         key=key,
         request_hash=fingerprint(
@@ -222,29 +169,19 @@ async def _of_request(
             request.method,
             request.url.path,
             request.url.query,
-            body,
+            await request.body(),
         ),
         ttl=timedelta(hours=settings.idempotency_ttl_hours),
     )
 
 
 async def _idempotency(
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency_key: IdempotencyKey = None,
-) -> Idempotency:
-    return await _of_request(request, session, principal, idempotency_key)
-
-
-async def _idempotency_without_session(
     request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
-) -> Idempotency:
-    return await _of_request(request, None, principal, idempotency_key)
+) -> Idempotency | None:
+    return await _of_request(request, principal, idempotency_key)
 
 
-IdempotencyDep = Annotated[Idempotency, Depends(_idempotency, scope="function")]
-"""Replays and records in the request's write session: ``replay()`` first, ``record()`` last."""
-BatchedIdempotencyDep = Annotated[Idempotency, Depends(_idempotency_without_session)]
-"""For a route that takes the writer in several transactions: ``recorded(session)`` first,
+IdempotencyDep = Annotated[Idempotency | None, Depends(_idempotency)]
+"""The request's Idempotency-Key (None without one), for the write runner (``app/writing``) or
+a route that writes in several transactions: ``recorded(session)`` first,
 ``record_in(session, response)`` with its last writes."""

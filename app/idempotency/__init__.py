@@ -1,0 +1,1 @@
+"""Idempotency-Key: a retried write answers what its first try answered."""

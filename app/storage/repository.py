@@ -1,0 +1,47 @@
+"""The repository every project-scoped table shares: one row by the project and its key,
+added, deleted. Each statement is built once per table, its values bound at each call."""
+
+from typing import Any, ClassVar, Generic, TypeVar
+
+from sqlalchemy import bindparam
+from sqlmodel import Session, SQLModel, select
+from sqlmodel.sql.expression import SelectOfScalar
+
+RowT = TypeVar("RowT", bound=SQLModel)
+
+
+class ProjectScopedRepository(Generic[RowT]):
+    """A table whose rows belong to a project (``project_id``) and are named within it by
+    ``key`` (column names; none for a project's single row). Every look-up is scoped by the
+    project here, so that no caller can reach another project's row (or tenant's: a write's
+    project comes from ``Write``, a read's from ``project_id``, both scoped by tenant)."""
+
+    model: ClassVar[type[SQLModel]]
+    key: ClassVar[tuple[str, ...]] = ()
+    _lookups: ClassVar[dict[bool, SelectOfScalar[Any]]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table = cls.model
+        conditions = [getattr(table, name) == bindparam(name) for name in ("project_id", *cls.key)]
+        lookup = select(table).where(*conditions)
+        cls._lookups = {False: lookup, True: lookup.with_for_update()}
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, project_id: int, *key: Any, for_update: bool = False) -> RowT | None:
+        """The row, locked until commit when ``for_update`` (SQLite: the writer holds the
+        whole database already)."""
+        parameters = {"project_id": project_id, **dict(zip(self.key, key, strict=True))}
+        row: RowT | None = self.session.exec(self._lookups[for_update], params=parameters).first()
+        return row
+
+    def add(self, row: RowT) -> RowT:
+        self.session.add(row)
+        self.session.flush()
+        return row
+
+    def delete(self, row: RowT) -> None:
+        self.session.delete(row)
+        self.session.flush()

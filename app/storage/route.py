@@ -1,0 +1,80 @@
+"""How a route runs a write: in its own worker thread from the first statement to the commit,
+so that a request costs one thread hop; the Idempotency-Key claimed and recorded once here,
+for every route that takes one.
+
+The commit happens before the response is sent: a client never sees a 2xx for a change that
+then failed to commit.
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request, Response
+from sqlmodel import Session
+
+from app.core.db import Database
+from app.core.deps import Writer, get_database
+from app.idempotency.service import Idempotency, IdempotencyDep
+from app.storage.writes import Write, begin_write
+
+Change = Callable[[Write], Response]
+"""A route's change: the service's rule on the write, and the response that reports it."""
+
+
+@dataclass(frozen=True)
+class Writes:
+    """The calling tenant's writes, and the request's Idempotency-Key (None without one)."""
+
+    database: Database
+    tenant: str
+    idempotency: Idempotency | None = None
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """The writer's session: committed when the block succeeds, rolled back when it
+        raises. For the writes that change no project's contents (keys, a project's delete)."""
+        session = self.database.write_session()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def run(self, project: str, change: Change) -> Response:
+        """Lock the project, replay the key's first response or claim the key, apply the
+        change, remember its response under the key, commit."""
+        with self.transaction() as session:
+            write = begin_write(session, self.tenant, project)
+            if self.idempotency is None:
+                return change(write)
+            replayed = self.idempotency.claim(session)
+            if replayed is not None:
+                session.rollback()  # the project's touch: a replay changes nothing
+                return replayed
+            return self.idempotency.record(session, change(write))
+
+
+# Coroutines, though they do no I/O: FastAPI runs a plain function dependency in a thread of
+# its own, a hop a request should not pay for this.
+
+
+async def _writes(request: Request, principal: Writer) -> Writes:
+    return Writes(get_database(request), principal.tenant)
+
+
+async def _idempotent_writes(
+    request: Request, principal: Writer, idempotency: IdempotencyDep
+) -> Writes:
+    return Writes(get_database(request), principal.tenant, idempotency)
+
+
+WritesDep = Annotated[Writes, Depends(_writes)]
+"""For a route whose write takes no Idempotency-Key (PUT, PATCH, DELETE: idempotent by their
+nature, or guarded by If-Match)."""
+IdempotentWritesDep = Annotated[Writes, Depends(_idempotent_writes)]
+"""For a POST that creates or appends: honours ``Idempotency-Key``."""

@@ -1,0 +1,74 @@
+"""A write: the one way a service changes a project.
+
+Locks are always taken in one order, so that two writes never wait on each other's locks in
+opposite orders (a deadlock on PostgreSQL): the project's row first (``begin_write``, which
+also creates the project on its first write and records the write), then the Idempotency-Key
+(``app/storage/route.py``), then the resource's row (``Write.locked``). A service gets a
+``Write`` only from ``begin_write``, so it cannot change a project without its lock, or take
+that lock late. A write that then fails (a 404 for what it was to change) rolls back, the
+project it would have created included.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlmodel import Session
+
+from app.core.conditional import Precondition
+from app.core.db import utcnow
+from app.core.documents import StoredDocument
+from app.core.errors import NotFound
+from app.projects.repository import ProjectRepository
+from app.storage.repository import ProjectScopedRepository, RowT
+
+
+@dataclass(frozen=True)
+class Write:
+    """A write in progress: its session, and the project it changes, whose row it holds locked
+    until commit."""
+
+    session: Session
+    tenant: str
+    project: str
+    project_id: int
+
+    def locked(
+        self,
+        repository: ProjectScopedRepository[RowT],
+        *key: Any,
+        precondition: Precondition | None = None,
+    ) -> RowT | None:
+        """The resource's row (None when it does not exist), locked, and the client's
+        precondition checked against the version this write will change."""
+        row = repository.get(self.project_id, *key, for_update=True)
+        if precondition is not None:
+            precondition(_etag(row))
+        return row
+
+    def existing(
+        self,
+        repository: ProjectScopedRepository[RowT],
+        *key: Any,
+        missing: NotFound,
+        precondition: Precondition | None = None,
+    ) -> RowT:
+        """As ``locked``, for a change to a row that must exist: ``missing`` when it does not."""
+        row = repository.get(self.project_id, *key, for_update=True)
+        if row is None:
+            raise missing
+        if precondition is not None:
+            precondition(_etag(row))
+        return row
+
+
+def _etag(row: object) -> str | None:
+    if row is None:
+        return None
+    document: StoredDocument = row  # type: ignore[assignment]  # every scoped table stores one
+    return document.etag
+
+
+def begin_write(session: Session, tenant: str, project: str) -> Write:
+    """Lock the project's row (creating the project on its first write) and begin the write."""
+    project_id = ProjectRepository(session).touch(tenant, project, utcnow())
+    return Write(session=session, tenant=tenant, project=project, project_id=project_id)
