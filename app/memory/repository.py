@@ -5,6 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, Row, bindparam, func, insert, literal_column, text, update
+from sqlalchemy import select as sa_select
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -73,23 +74,30 @@ class FileStyleRepository(ProjectScopedRepository[MemoryFileStyle]):
 
 
 def _new_item_context_statement() -> Any:
+    items, summaries, styles = (
+        MemoryItem.__table__.c,  # type: ignore[attr-defined]
+        MemorySummary.__table__.c,  # type: ignore[attr-defined]
+        MemoryFileStyle.__table__.c,  # type: ignore[attr-defined]
+    )
     project_id, kind = bindparam("project_id"), bindparam("kind")
-    items = (MemoryItem.project_id == project_id, MemoryItem.kind == kind)
-    return select(
-        select(MemoryItem.id).where(*items, MemoryItem.item_id == bindparam("item_id")).exists(),
-        select(func.max(MemoryItem.position)).where(*items).scalar_subquery(),
-        select(MemorySummary.total_features_completed)
-        .where(MemorySummary.project_id == project_id)
+    of_kind = (items.project_id == project_id, items.kind == kind)
+    return sa_select(
+        sa_select(items.id).where(*of_kind, items.item_id == bindparam("item_id")).exists(),
+        sa_select(func.max(items.position)).where(*of_kind).scalar_subquery(),
+        sa_select(summaries.total_features_completed)
+        .where(summaries.project_id == project_id)
         .scalar_subquery(),
-        select(MemoryFileStyle.style)
-        .where(MemoryFileStyle.project_id == project_id, MemoryFileStyle.kind == kind)
+        sa_select(styles.style)
+        .where(styles.project_id == project_id, styles.kind == kind)
         .scalar_subquery(),
     )
 
 
-# Appends are the hot path: their two statements are built once, their values bound per call.
+# Appends are the hot path: their two statements are built once, on the tables (not the ORM
+# classes, whose bulk-insert path around one row cost as much again), and run on the session's
+# connection with their values bound per call.
 NEW_ITEM_CONTEXT = _new_item_context_statement()
-INSERT_ITEM = insert(MemoryItem)
+INSERT_ITEM = insert(MemoryItem.__table__)  # type: ignore[arg-type]
 
 
 class ItemRepository(ProjectScopedRepository[MemoryItem]):
@@ -160,7 +168,8 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         """What a new item needs to know, in one statement: whether its id is taken, the next
         position, the features completed so far, the file's style."""
         parameters = {"project_id": project_id, "kind": kind, "item_id": item_id}
-        taken, highest, completed, style = self.session.execute(NEW_ITEM_CONTEXT, parameters).one()
+        connection = self.session.connection()
+        taken, highest, completed, style = connection.execute(NEW_ITEM_CONTEXT, parameters).one()
         return NewItemContext(
             id_taken=bool(taken),
             position=0 if highest is None else highest + 1,
@@ -170,7 +179,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
 
     def insert(self, values: dict[str, Any]) -> None:
         """A new item, by its columns' values: a Core INSERT, no unit of work."""
-        self.session.execute(INSERT_ITEM, values)
+        self.session.connection().execute(INSERT_ITEM, values)
 
     def item_ids(self, project_id: int, kind: str) -> list[str]:
         statement = select(MemoryItem.item_id).where(
