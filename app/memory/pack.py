@@ -23,9 +23,13 @@ _WORD = re.compile(r"\w+")
 
 
 class ConstraintsOverBudget(Exception):
-    def __init__(self, needed: int) -> None:
-        super().__init__(f"the active constraints alone take {needed} tokens")
+    """The active constraints, which a pack must hold every one of, exceed its budget."""
+
+    def __init__(self, constraints: int, needed: int, max_tokens: int) -> None:
+        super().__init__(f"the {constraints} active constraints alone take {needed} tokens")
+        self.constraints = constraints
         self.needed = needed
+        self.max_tokens = max_tokens
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ def build(
     """``decisions`` newest first, ``ranked_failures`` most relevant first (already capped)."""
     floor = tokens.count(render_markdown(feature_id, None, [], [], constraints))
     if floor > max_tokens:
-        raise ConstraintsOverBudget(floor)
+        raise ConstraintsOverBudget(len(constraints), floor, max_tokens)
     pack = Pack(summary, False, list(decisions), list(ranked_failures), list(constraints))
     pack.dropped = {"decisions": 0, "failures": 0}
 

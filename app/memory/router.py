@@ -8,13 +8,16 @@ from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.documents import Download
+from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
+from app.formats import jsondoc
 from app.formats.project_memory import INT64, ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service
-from app.memory.repository import ItemFilter
+from app.memory.pack import ConstraintsOverBudget
+from app.memory.repository import WORD, ItemFilter
 from app.memory.schemas import (
     ContextPack,
     FileReceipt,
@@ -182,6 +185,14 @@ def import_file(
 # Decisions, failures and constraints.
 
 
+def _check_query_text(parameter: str, value: str | None) -> None:
+    if value is not None and not jsondoc.is_storable(value):
+        raise InvalidContent(
+            "A query parameter holds a character the store cannot compare.",
+            errors=[FieldError(f"query.{parameter}", "NUL and lone surrogates are not allowed")],
+        )
+
+
 def _list(
     session: ReadSession,
     principal: Reader,
@@ -191,6 +202,13 @@ def _list(
     cursor: str | None,
     limit: int,
 ) -> Page[MemoryItemPublic]:
+    for name in ("feature_id", "category", "severity", "q"):
+        _check_query_text(name, getattr(where, name))
+    if where.q is not None and not WORD.search(where.q):
+        raise InvalidContent(
+            "The search has no words to look for.",
+            errors=[FieldError("query.q", "needs at least one letter or digit")],
+        )
     items, next_cursor = service.list_items(
         session, principal.tenant, project, kind, where, cursor, limit
     )
@@ -419,4 +437,13 @@ def context_pack(
     decisions and `about`, then the newest) and every active constraint, within `max_tokens`
     (cl100k_base) as sections and as markdown. 422 when the active constraints alone exceed
     the budget."""
-    return service.context_pack(session, principal.tenant, project, feature_id, about, max_tokens)
+    try:
+        return service.context_pack(
+            session, principal.tenant, project, feature_id, about, max_tokens
+        )
+    except ConstraintsOverBudget as exc:
+        raise InvalidContent(
+            f"The {exc.constraints} active constraints alone take {exc.needed} tokens, "
+            f"over max_tokens={exc.max_tokens}; every active constraint must be in the pack.",
+            errors=[FieldError("query.max_tokens", f"at least {exc.needed} needed")],
+        ) from exc

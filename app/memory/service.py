@@ -22,7 +22,6 @@ from app.memory import pack as packing
 from app.memory import tokens
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.memory.repository import (
-    WORD,
     FileStyleRepository,
     ItemFilter,
     ItemRepository,
@@ -56,21 +55,6 @@ MAX_SEARCH_CHARS = 100_000
 
 def now_ms() -> int:
     return int(utcnow().timestamp() * 1000)
-
-
-def _no_words(parameter: str) -> InvalidContent:
-    return InvalidContent(
-        "The search has no words to look for.",
-        errors=[FieldError(f"query.{parameter}", "needs at least one letter or digit")],
-    )
-
-
-def _check_query_text(parameter: str, value: str | None) -> None:
-    if value is not None and not jsondoc.is_storable(value):
-        raise InvalidContent(
-            "A query parameter holds a character the store cannot compare.",
-            errors=[FieldError(f"query.{parameter}", "NUL and lone surrogates are not allowed")],
-        )
 
 
 # The running summary.
@@ -250,10 +234,6 @@ def list_items(
     cursor: str | None,
     limit: int,
 ) -> tuple[list[MemoryItemPublic], str | None]:
-    for name in ("feature_id", "category", "severity", "q"):
-        _check_query_text(name, getattr(where, name))
-    if where.q is not None and not WORD.search(where.q):
-        raise _no_words("q")
     pid = project_id(session, tenant, project)
     style = _style_of(session, pid, kind)
     items, next_cursor = ItemRepository(session).page(pid, kind.value, where, cursor, limit)
@@ -553,21 +533,8 @@ def context_pack(
     about_feature = "\n".join([about or "", *own_text])
     ranked = _ranked_failures(repository, pid, feature_id, about_feature, style(ItemKind.failure))
     constraints = entries(ItemKind.constraint, repository.active_constraints(pid, now_ms()))
-    try:
-        built = packing.build(
-            feature_id,
-            summary,
-            decisions,
-            ranked,
-            constraints,
-            max_tokens,
-        )
-    except packing.ConstraintsOverBudget as exc:
-        raise InvalidContent(
-            f"The {len(constraints)} active constraints alone take {exc.needed} tokens, "
-            f"over max_tokens={max_tokens}; every active constraint must be in the pack.",
-            errors=[FieldError("query.max_tokens", f"at least {exc.needed} needed")],
-        ) from exc
+    # Raises ConstraintsOverBudget when the active constraints alone exceed max_tokens.
+    built = packing.build(feature_id, summary, decisions, ranked, constraints, max_tokens)
     return ContextPack(
         feature_id=feature_id,
         max_tokens=max_tokens,
