@@ -155,9 +155,10 @@ IdempotencyKey = Annotated[
 ]
 
 
-async def _of_request(
+async def idempotency_of(
     request: Request, principal: Principal, key: str | None
 ) -> Idempotency | None:
+    """The request's Idempotency-Key and its fingerprint; None without a key."""
     if key is None:
         return None
     settings = get_settings(request)
@@ -178,10 +179,10 @@ async def _of_request(
 async def _idempotency(
     request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> Idempotency | None:
-    return await _of_request(request, principal, idempotency_key)
+    return await idempotency_of(request, principal, idempotency_key)
 
 
 IdempotencyDep = Annotated[Idempotency | None, Depends(_idempotency)]
-"""The request's Idempotency-Key (None without one), for the write runner (``app/writing``) or
-a route that writes in several transactions: ``recorded(session)`` first,
-``record_in(session, response)`` with its last writes."""
+"""The request's Idempotency-Key (None without one), for a route that writes in several
+transactions: ``recorded(session)`` first, ``record_in(session, response)`` with its last
+writes. The write runner (``app/storage/route.py``) takes the key itself."""

@@ -16,7 +16,7 @@ from sqlmodel import Session
 
 from app.core.db import Database
 from app.core.deps import Writer, get_database
-from app.idempotency.service import Idempotency, IdempotencyDep
+from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
 Change = Callable[[Write], Response]
@@ -68,8 +68,9 @@ async def _writes(request: Request, principal: Writer) -> Writes:
 
 
 async def _idempotent_writes(
-    request: Request, principal: Writer, idempotency: IdempotencyDep
+    request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> Writes:
+    idempotency = await idempotency_of(request, principal, idempotency_key)
     return Writes(get_database(request), principal.tenant, idempotency)
 
 
