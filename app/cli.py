@@ -37,10 +37,10 @@ from app.client import ContextStoreClient, ContextStoreError
 from app.client.client import DEFAULT_URL
 from app.client.workspace import pack, unpack
 from app.core.config import AuthMode, Settings
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import create_database, session_scope
 from app.core.errors import NotFound
 from app.core.http_server import bounded_head_protocol
-from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.logs import configure_logging, logging_config
 from app.core.migrations import current_revision, head_revision, not_migrated_reason, upgrade
 from app.core.security import parse_scopes

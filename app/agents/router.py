@@ -17,8 +17,9 @@ from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.documents import Download
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
 from app.core.responses import document_response
+from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE
 from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep

@@ -32,6 +32,7 @@ from app.archive.schemas import (
 )
 from app.core.body import decompress_body
 from app.core.conditional import etag_of
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import Database, session_scope
 from app.core.errors import (
     Conflict,
@@ -42,7 +43,6 @@ from app.core.errors import (
     NotFound,
     Problem,
 )
-from app.core.identifiers import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.features import service as features
 from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import agent_memory, mdan_save

@@ -1,13 +1,11 @@
-"""The one pattern every name in a path (project, agent, run, feature, bead, tenant) obeys."""
+"""The names in a path (project, agent, run, feature), checked against the one identifier
+pattern (``constraints.py``)."""
 
 from typing import Annotated
 
 from fastapi import Path
 
-IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
-IDENTIFIER_RULE = (
-    "1 to 128 characters: letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
-)
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 
 ProjectName = Annotated[
     str, Path(pattern=IDENTIFIER_PATTERN, description=f"Project name: {IDENTIFIER_RULE}.")

@@ -3,25 +3,23 @@
 import base64
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import Query
-from pydantic import BaseModel
 from sqlalchemy import and_, or_
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.core.constraints import INT64_MAX
 from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
-from app.core.params import INT64_MAX
 from app.formats.timestamps import to_utc
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 
-T = TypeVar("T")
 Row = TypeVar("Row")
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, at most {MAX_LIMIT}.")]
@@ -37,11 +35,6 @@ Cursor = Annotated[
         "base64); only a cursor this list handed out is accepted.",
     ),
 ]
-
-
-class Page(BaseModel, Generic[T]):
-    items: list[T]
-    next_cursor: str | None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Request values with the ranges the database can hold, checked where they come in (422)."""
+"""Path and query values with the ranges the database can hold, checked where they come in (422)."""
 
 from datetime import datetime
 from typing import Annotated
@@ -6,10 +6,8 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import AfterValidator, BeforeValidator
 
-from app.formats import jsondoc
+from app.core.constraints import INT64_MAX
 from app.formats.timestamps import to_utc
-
-INT64_MAX = 2**63 - 1
 
 SaveNumber = Annotated[
     int,
@@ -41,14 +39,3 @@ def _not_a_number(value: object) -> object:
 
 UTCInstant = Annotated[datetime, BeforeValidator(_not_a_number), AfterValidator(_utc_instant)]
 """An ISO 8601 date-time in a query; one without a zone is UTC."""
-
-
-def storable(text: str) -> str:
-    """Refuse what a database text column cannot hold."""
-    if not jsondoc.is_storable(text):
-        raise ValueError("must hold no NUL character and no lone surrogate")
-    return text
-
-
-StorableStr = Annotated[str, BeforeValidator(lambda v: storable(v) if isinstance(v, str) else v)]
-"""A request string that ends up in a text column."""

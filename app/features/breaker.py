@@ -10,10 +10,6 @@ from typing import Any
 from app.core.errors import Conflict, FieldError, InvalidContent
 from app.formats import feature_context
 
-APPROVED = "APPROVED"
-# What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
-OUTCOMES = (APPROVED, "REJECTED_WITH_FEEDBACK", "REJECTED")
-
 
 @dataclass(frozen=True)
 class Review:
@@ -95,7 +91,7 @@ def record_review(document: dict[str, Any], review: Review, timestamp: str) -> C
         }
     )
     tripped = False
-    if review.outcome == APPROVED:
+    if review.outcome == feature_context.APPROVED:
         entry["status"] = "approved"
     elif entry["attempts"] >= entry["max_attempts"]:
         entry["status"] = "limit_reached"

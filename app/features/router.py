@@ -8,9 +8,10 @@ from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
 from app.core.responses import document_response
+from app.core.schemas import Page
 from app.features import breaker, service
 from app.features.models import FeatureContext
 from app.features.schemas import (

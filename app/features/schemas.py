@@ -3,8 +3,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
-from app.core.identifiers import IDENTIFIER_PATTERN
-from app.features.breaker import OUTCOMES
+from app.core.constraints import IDENTIFIER_PATTERN
 from app.formats import feature_context, timestamps
 
 # Agent names become indexed columns: bounded, and without NUL (PostgreSQL text cannot hold it).
@@ -73,7 +72,7 @@ class ReviewCreate(BaseModel):
     phase: str = Field(
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )
-    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
+    outcome: Literal[feature_context.REVIEW_OUTCOMES]  # type: ignore[valid-type]
     rejecting_agents: list[str] = Field(default_factory=list)
     issues_count: StrictInt = Field(default=0, ge=0, le=feature_context.INT64_MAX)
 

@@ -29,6 +29,9 @@ FILENAME = "context.json"
 PHASE_MAX_ATTEMPTS = {"design-l1": 3, "design-l2": 3, "design-l3": 4}
 PHASE_STATUSES = ("active", "limit_reached", "approved")
 SOURCE_STATUSES = ("pending", "in_progress", "completed")
+APPROVED = "APPROVED"
+# What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
+REVIEW_OUTCOMES = (APPROVED, "REJECTED_WITH_FEEDBACK", "REJECTED")
 # Agent names are indexed columns; a btree entry has a size limit, a name does not need one.
 MAX_AGENT_NAME = 256
 INT64_MAX = 2**63 - 1

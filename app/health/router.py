@@ -1,22 +1,12 @@
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.deps import get_database
 from app.core.errors import DatabaseNotMigrated, ServiceUnavailable
 from app.core.migrations import current_revision, not_migrated_reason
+from app.health.schemas import Health, Readiness
 
 router = APIRouter(tags=["operations"])
-
-
-class Health(BaseModel):
-    status: str
-
-
-class Readiness(BaseModel):
-    status: str
-    database: str
-    migration: str
 
 
 @router.get("/healthz", response_model=Health)

@@ -4,7 +4,8 @@ from fastapi import APIRouter, Path, Response
 
 from app.core.body import ContextStoreRoute
 from app.core.deps import Admin, ReadSession, WriteSession
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
+from app.core.schemas import Page
 from app.keys import service
 from app.keys.models import ApiKey
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic

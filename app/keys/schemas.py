@@ -2,7 +2,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.params import StorableStr
+from app.core.constraints import StorableStr
 from app.core.security import Scope
 
 

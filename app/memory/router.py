@@ -6,13 +6,15 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
+from app.core.constraints import IDENTIFIER_PATTERN
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
-from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
+from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
 from app.core.responses import document_response
+from app.core.schemas import Page
 from app.formats import jsondoc
 from app.formats.project_memory import INT64, ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service

@@ -4,7 +4,8 @@ from app.core.body import ContextStoreRoute
 from app.core.conditional import if_match, not_modified
 from app.core.deps import Reader, ReadSession, Writer, WriteSession
 from app.core.identifiers import ProjectName
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
+from app.core.schemas import Page
 from app.projects import service
 from app.projects.schemas import ProjectPublic
 

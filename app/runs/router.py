@@ -7,8 +7,9 @@ from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
 from app.core.responses import document_response
+from app.core.schemas import Page
 from app.formats import atari_state
 from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.runs import service

@@ -12,8 +12,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.core.identifiers import IDENTIFIER_PATTERN
-from app.core.params import StorableStr
+from app.core.constraints import IDENTIFIER_PATTERN, StorableStr
 from app.formats.atari_state import INT64, is_rfc3339, is_text
 
 MAX_INT64 = INT64.stop - 1

@@ -1,7 +1,6 @@
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
 from app.core.conditional import if_match
@@ -9,14 +8,15 @@ from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_setting
 from app.core.documents import Download
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.pagination import Cursor, Limit, Page
+from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
 from app.core.responses import document_response
+from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
 from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.saves import service
-from app.saves.schemas import PruneRequest, PruneResult, SaveReceipt, SaveSummary
+from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
 
 router = APIRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
 # Save files carry whole agent histories: their import takes the bulk body limit.
@@ -134,13 +134,6 @@ def export_save(
     """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
     it is sent compressed."""
     return _download(request, service.get_file(session, principal.tenant, project, save_id))
-
-
-class ResumeResult(BaseModel):
-    id: int
-    resume_phase: str
-    resume_count: int
-    save: dict[str, Any]
 
 
 @router.post("/saves/{save_id}/resume", response_model=ResumeResult)

@@ -1,8 +1,9 @@
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, Field, StrictInt
 
-from app.core.params import INT64_MAX
+from app.core.constraints import INT64_MAX
 
 
 class SaveWarning(BaseModel):
@@ -57,3 +58,10 @@ class PruneRequest(BaseModel):
 
 class PruneResult(BaseModel):
     deleted: int
+
+
+class ResumeResult(BaseModel):
+    id: int
+    resume_phase: str
+    resume_count: int
+    save: dict[str, Any]

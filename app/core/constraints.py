@@ -1,0 +1,32 @@
+"""What a name or a value must be to be stored: the rules both the request schemas and the path
+and query parameters check (422).
+
+Pydantic and the standard library only, so that the schemas, and the client through them, load
+without FastAPI or SQLAlchemy; the parameter aliases built on these are in ``identifiers.py``
+and ``params.py``.
+"""
+
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+from app.formats import jsondoc
+
+# The one pattern every name in a path (project, agent, run, feature, bead, tenant) obeys.
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+IDENTIFIER_RULE = (
+    "1 to 128 characters: letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
+)
+
+INT64_MAX = 2**63 - 1
+
+
+def storable(text: str) -> str:
+    """Refuse what a database text column cannot hold."""
+    if not jsondoc.is_storable(text):
+        raise ValueError("must hold no NUL character and no lone surrogate")
+    return text
+
+
+StorableStr = Annotated[str, BeforeValidator(lambda v: storable(v) if isinstance(v, str) else v)]
+"""A request string that ends up in a text column."""
