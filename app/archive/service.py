@@ -376,13 +376,11 @@ class Importer:
     def save(self, member: Member, prepared: saves.PreparedSave) -> Outcome:
         """Pushing a directory again adds nothing: a save already stored under that name
         with that file, as it would be stored (redacted), is ``unchanged``."""
-        existing = saves.stored_copy(self.session, self.tenant, self.project, prepared)
+        existing = saves.stored_copy(self.write, prepared)
         if existing is not None:
             return Outcome(200, "unchanged", {"id": existing})
         # No automatic pruning: an archive restores a project's saves, it does not retire them.
-        receipt = saves.store_save(
-            self.session, self.tenant, self.project, prepared, auto_prune=False
-        ).receipt
+        receipt = saves.store_save(self.write, prepared, auto_prune=False).receipt
         warnings = [(warning.path, warning.message) for warning in receipt.warnings]
         warnings += [
             ("", f"{count} secret(s) of kind {kind} redacted")

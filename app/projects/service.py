@@ -20,7 +20,7 @@ def touch_project(session: Session, tenant: str, name: str) -> int:
     return ProjectRepository(session).touch(tenant, name, utcnow())
 
 
-def _not_found(name: str) -> NotFound:
+def project_not_found(name: str) -> NotFound:
     return NotFound(f"No project {name!r}.")
 
 
@@ -28,7 +28,7 @@ def project_id(session: Session, tenant: str, name: str) -> int:
     """For reads: the project's id, or 404 (also when it belongs to another tenant)."""
     project = ProjectRepository(session).get(tenant, name)
     if project is None or project.id is None:
-        raise _not_found(name)
+        raise project_not_found(name)
     return project.id
 
 
@@ -50,7 +50,7 @@ def _load(
 ) -> tuple[Project, ProjectPublic]:
     project = repository.get(tenant, name, for_update=for_update)
     if project is None or project.id is None:
-        raise _not_found(name)
+        raise project_not_found(name)
     return project, _public(project, repository.counts([project.id])[project.id])
 
 

@@ -1,25 +1,30 @@
 from datetime import datetime
+from typing import Any, cast
 
-from sqlalchemy import delete, func
-from sqlmodel import Session, col, select
+from sqlalchemy import CursorResult, delete
+from sqlmodel import col, select
 
 from app.core.db import searchable
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
+from app.storage.repository import ProjectScopedRepository
 
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
 NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]  # type: ignore[arg-type]
 
+Position = tuple[datetime, int]
+"""Where a save stands among its project's saves: its ``timestamp``, then its ``number``."""
 
-class SaveRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
 
-    def add(self, save: Save, phase_statuses: dict[str, str]) -> Save:
-        self.session.add(save)
-        self.session.flush()
-        assert save.id is not None
+class SaveRepository(ProjectScopedRepository[Save]):
+    """A project's saves, by number (the id the API shows)."""
+
+    model = Save
+    key = ("number",)
+
+    def add_phase_statuses(self, save: Save, phase_statuses: dict[str, str]) -> None:
+        assert save.id is not None, "add() the save first"
         # Keyed as stored: names that differ only in unstorable characters become one row.
         rows = {searchable(phase): status for phase, status in phase_statuses.items()}
         self.session.add_all(
@@ -27,13 +32,6 @@ class SaveRepository:
             for phase, status in rows.items()
         )
         self.session.flush()
-        return save
-
-    def get(self, project_id: int, number: int, *, for_update: bool = False) -> Save | None:
-        statement = select(Save).where(Save.project_id == project_id, Save.number == number)
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
 
     def find_file(self, project_id: int, filename: str, etag: str) -> int | None:
         """The number of a save of the project with this name whose file has this ETag."""
@@ -50,6 +48,19 @@ class SaveRepository:
             .limit(1)
         )
         return self.session.exec(statement).first()
+
+    def position_of_newest(self, project_id: int, nth: int) -> Position | None:
+        """The position of the project's ``nth`` newest save (1: the latest); None when it
+        has fewer saves."""
+        statement = (
+            select(Save.timestamp, Save.number)
+            .where(Save.project_id == project_id)
+            .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
+            .offset(nth - 1)
+            .limit(1)
+        )
+        row = self.session.exec(statement).first()
+        return None if row is None else (row[0], row[1])
 
     def page(
         self,
@@ -70,43 +81,15 @@ class SaveRepository:
             statement = statement.where(col(Save.timestamp) <= until)
         return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
 
-    def update(self, save: Save) -> None:
-        self.session.add(save)
-        self.session.flush()
-
-    def delete(self, save: Save) -> None:
-        self.session.delete(save)
-        self.session.flush()
-
-    def delete_older(self, project_id: int, than: Save) -> int:
-        """Delete the project's saves that come before ``than`` (by timestamp, then number)."""
-        older = (col(Save.timestamp) < than.timestamp) | (
-            (col(Save.timestamp) == than.timestamp) & (col(Save.number) < than.number)
-        )
-        return self._delete_where(project_id, older)
-
-    def keep_latest(self, project_id: int, keep: int) -> int:
-        """Delete all but the ``keep`` newest saves of the project."""
-        kept = (
-            select(Save.id)
-            .where(Save.project_id == project_id)
-            .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
-            .limit(keep)
-        )
-        return self._delete_where(project_id, col(Save.id).not_in(kept.scalar_subquery()))
-
-    def _delete_where(self, project_id: int, condition: object) -> int:
-        count_statement = (
-            select(func.count())
-            .select_from(Save)
-            .where(
-                Save.project_id == project_id,
-                condition,  # type: ignore[arg-type]
+    def delete_before(self, project_id: int, position: Position | None) -> int:
+        """Delete the project's saves that come before ``position`` (every save for None);
+        returns how many."""
+        statement = delete(Save).where(col(Save.project_id) == project_id)
+        if position is not None:
+            timestamp, number = position
+            statement = statement.where(
+                (col(Save.timestamp) < timestamp)
+                | ((col(Save.timestamp) == timestamp) & (col(Save.number) < number))
             )
-        )
-        count = self.session.exec(count_statement).one()
-        if count:
-            self.session.execute(
-                delete(Save).where(col(Save.project_id) == project_id, condition)  # type: ignore[arg-type]
-            )
-        return count
+        # Counts the saves alone: their phase statuses go by the foreign key's cascade.
+        return cast(CursorResult[Any], self.session.execute(statement)).rowcount

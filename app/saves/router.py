@@ -4,8 +4,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
 from app.core.conditional import if_match
-from app.core.deps import Reader, ReadSession, Writer, WriteSession, get_settings
-from app.core.documents import Download
+from app.core.deps import Reader, ReadSession, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
@@ -14,9 +13,10 @@ from app.core.responses import document_response
 from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
-from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.saves import service
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
+from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.writes import Write
 
 router = APIRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
 # Save files carry whole agent histories: their import takes the bulk body limit.
@@ -41,9 +41,7 @@ def import_save(
     project: ProjectName,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
     filename: Annotated[
         str | None,
         Query(
@@ -62,17 +60,16 @@ def import_save(
         raw = decompress_body(raw, settings.max_bulk_body_bytes)
     # The slow, pure part first: the database (SQLite's single writer) is not held meanwhile.
     prepared = service.prepare_save(raw, filename)
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    stored = service.store_save(
-        session, principal.tenant, project, prepared, auto_prune=settings.saves_auto_prune
-    )
-    response = FastJSONResponse(
-        stored.receipt.model_dump(mode="json"),
-        status_code=201,
-        headers={"Location": f"{request.url.path}/{stored.receipt.id}", "ETag": stored.etag},
-    )
-    return idempotency.record(response)
+
+    def change(write: Write) -> Response:
+        stored = service.store_save(write, prepared, auto_prune=settings.saves_auto_prune)
+        return FastJSONResponse(
+            stored.receipt.model_dump(mode="json"),
+            status_code=201,
+            headers={"Location": f"{request.url.path}/{stored.receipt.id}", "ETag": stored.etag},
+        )
+
+    return writes.run(project, change)
 
 
 @router.get("/saves", response_model=Page[SaveSummary])
@@ -106,21 +103,12 @@ def list_saves(
     return Page(items=saves, next_cursor=next_cursor)
 
 
-def _download(request: Request, file: service.SaveFile) -> Response:
-    return document_response(
-        request,
-        Download(
-            filename=file.filename, etag=file.etag, content=file.content, gzipped=file.gzipped
-        ),
-    )
-
-
 @router.get("/saves/latest", response_class=Response, responses=SAVE_FILE)
 def latest_save(
     project: ProjectName, request: Request, session: ReadSession, principal: Reader
 ) -> Response:
     """The newest save (by its `timestamp`), exactly as it was stored."""
-    return _download(request, service.latest_file(session, principal.tenant, project))
+    return document_response(request, service.latest_file(session, principal.tenant, project))
 
 
 @router.get("/saves/{save_id}", response_class=Response, responses=SAVE_FILE)
@@ -133,60 +121,56 @@ def export_save(
 ) -> Response:
     """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
     it is sent compressed."""
-    return _download(request, service.get_file(session, principal.tenant, project, save_id))
+    return document_response(request, service.get_file(session, principal.tenant, project, save_id))
 
 
 @router.post("/saves/{save_id}/resume", response_model=ResumeResult)
 def resume_save(
-    project: ProjectName,
-    save_id: SaveNumber,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    project: ProjectName, save_id: SaveNumber, request: Request, writes: IdempotentWritesDep
 ) -> Response:
     """Seed 000's resume: checks the version (409 if it cannot be resumed), increments
     `metadata.resume_count` (stored), and returns the save with the phase to resume."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    resumed = service.resume(
-        session,
-        principal.tenant,
-        project,
-        save_id,
-        if_match(request),
-    )
-    response = FastJSONResponse(
-        {
-            "id": resumed.save_id,
-            "resume_phase": resumed.resume_phase,
-            "resume_count": resumed.resume_count,
-            "save": resumed.document,
-        },
-        headers={"ETag": resumed.etag},
-    )
-    return idempotency.record(response)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        resumed = service.resume(write, save_id, precondition)
+        return FastJSONResponse(
+            {
+                "id": resumed.save_id,
+                "resume_phase": resumed.resume_phase,
+                "resume_count": resumed.resume_count,
+                "save": resumed.document,
+            },
+            headers={"ETag": resumed.etag},
+        )
+
+    return writes.run(project, change)
 
 
 @router.delete("/saves/{save_id}", status_code=204, response_class=Response)
 def delete_save(
-    project: ProjectName,
-    save_id: SaveNumber,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
+    project: ProjectName, save_id: SaveNumber, request: Request, writes: WritesDep
 ) -> Response:
     """Delete one save. Honours If-Match."""
-    service.delete_save(session, principal.tenant, project, save_id, if_match(request))
-    return Response(status_code=204)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        service.delete_save(write, save_id, precondition)
+        return Response(status_code=204)
+
+    return writes.run(project, change)
 
 
 @router.post("/saves:prune", response_model=PruneResult)
-def prune_saves(
-    project: ProjectName, body: PruneRequest, session: WriteSession, principal: Writer
-) -> PruneResult:
+def prune_saves(project: ProjectName, body: PruneRequest, writes: WritesDep) -> Response:
     """Retention: keep the `keep_latest` newest saves, delete the rest."""
-    return PruneResult(deleted=service.prune(session, principal.tenant, project, body.keep_latest))
+
+    def change(write: Write) -> Response:
+        deleted = service.prune(write, body.keep_latest)
+        return FastJSONResponse(PruneResult(deleted=deleted).model_dump(mode="json"))
+
+    # Pruning a project that does not exist is a 404: it would only take away.
+    return writes.run(project, change, create=False)
 
 
 router.include_router(bulk_router)

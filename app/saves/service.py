@@ -10,31 +10,23 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
+from app.core.documents import Download
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
 from app.projects.repository import ProjectRepository
-from app.projects.service import project_id, touch_project
+from app.projects.service import project_id
 from app.redaction import Redactions, redact_pointer, redact_value
 from app.saves.models import Save
-from app.saves.repository import SaveRepository
+from app.saves.repository import Position, SaveRepository
 from app.saves.schemas import RedactedSite, SaveReceipt, SaveSummary, SaveWarning
+from app.storage.writes import Write
 
 # Seed 000: "For large saves (>1MB), consider using gzip compression".
 COMPRESS_OVER_BYTES = 1024 * 1024
 # Level 1: on a generated 10 MB save, 5.3x smaller in 0.10 s, where zlib's default (6) takes
 # 0.49 s for 7.6x; the import waits for it, while the disk saved is a few hundred kB per MB.
 STORAGE_GZIP_LEVEL = 1
-
-
-@dataclass(frozen=True)
-class SaveFile:
-    """A stored save as a download: the file's bytes (gzip-compressed when ``gzipped``)."""
-
-    filename: str
-    etag: str
-    content: bytes
-    gzipped: bool
 
 
 @dataclass(frozen=True)
@@ -78,9 +70,11 @@ def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
     return PreparedSave(name, document, warnings, redactions, summary, content, stored, gzipped)
 
 
-def _set_columns(
+def _store_file(
     save: Save, summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
 ) -> None:
+    """The save's file (``stored``: ``content`` as kept, gzip-compressed when ``gzipped``),
+    its ETag (the file's own bytes') and every column read from it."""
     save.timestamp = summary.timestamp
     save.project_name = summary.project_name
     save.current_phase = summary.current_phase
@@ -106,21 +100,19 @@ class Stored:
     etag: str
 
 
-def store_save(
-    session: Session, tenant: str, project: str, prepared: PreparedSave, *, auto_prune: bool
-) -> Stored:
-    repository = SaveRepository(session)
-    project_row_id = touch_project(session, tenant, project)
+def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Stored:
+    repository = SaveRepository(write.session)
     save = Save(
-        project_id=project_row_id,
-        number=ProjectRepository(session).next_save_number(project_row_id),
+        project_id=write.project_id,
+        number=ProjectRepository(write.session).next_save_number(write.project_id),
         filename=prepared.filename,
     )
-    _set_columns(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
-    repository.add(save, prepared.summary.phase_statuses)
+    _store_file(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
+    repository.add(save)
+    repository.add_phase_statuses(save, prepared.summary.phase_statuses)
     # Seed 000: "Delete old saves after successful completion".
     completed = auto_prune and save.all_phases_complete
-    pruned = repository.delete_older(save.project_id, save) if completed else 0
+    pruned = _delete_before(write, (save.timestamp, save.number)) if completed else 0
     receipt = SaveReceipt(
         id=save.number,
         filename=save.filename,
@@ -138,45 +130,38 @@ def store_save(
     return Stored(receipt=receipt, etag=save.etag)
 
 
-def stored_copy(session: Session, tenant: str, project: str, prepared: PreparedSave) -> int | None:
+def stored_copy(write: Write, prepared: PreparedSave) -> int | None:
     """The number of a save of the project stored under the same name with the same file, as
     this one would be stored (after redaction, so a file holding a secret matches its stored
     copy): importing it again would add nothing."""
-    project_row = ProjectRepository(session).get(tenant, project)
-    if project_row is None or project_row.id is None:
-        return None
-    return SaveRepository(session).find_file(
-        project_row.id, prepared.filename, etag_of(prepared.content)
+    return SaveRepository(write.session).find_file(
+        write.project_id, prepared.filename, etag_of(prepared.content)
     )
 
 
-def _find(
-    session: Session, tenant: str, project: str, number: int, *, for_update: bool = False
-) -> Save:
-    """The project's save of this number (the id the API shows)."""
-    save = SaveRepository(session).get(
-        project_id(session, tenant, project), number, for_update=for_update
-    )
-    if save is None:
-        raise NotFound(f"No save {number!r} in this project.")
-    return save
+def _not_found(number: int) -> NotFound:
+    return NotFound(f"No save {number!r} in this project.")
 
 
-def _as_file(save: Save) -> SaveFile:
-    return SaveFile(
+def _download(save: Save) -> Download:
+    return Download(
         filename=save.filename, etag=save.etag, content=save.content, gzipped=save.content_gzipped
     )
 
 
-def get_file(session: Session, tenant: str, project: str, number: int) -> SaveFile:
-    return _as_file(_find(session, tenant, project, number))
+def get_file(session: Session, tenant: str, project: str, number: int) -> Download:
+    """The project's save of this number (the id the API shows)."""
+    save = SaveRepository(session).get(project_id(session, tenant, project), number)
+    if save is None:
+        raise _not_found(number)
+    return _download(save)
 
 
-def latest_file(session: Session, tenant: str, project: str) -> SaveFile:
+def latest_file(session: Session, tenant: str, project: str) -> Download:
     save = SaveRepository(session).latest(project_id(session, tenant, project))
     if save is None:
         raise NotFound(f"Project {project!r} has no saves.")
-    return _as_file(save)
+    return _download(save)
 
 
 def list_saves(
@@ -216,17 +201,10 @@ class Resumed:
     document: dict[str, Any]
 
 
-def resume(
-    session: Session,
-    tenant: str,
-    project: str,
-    save_id: int,
-    precondition: Precondition,
-) -> Resumed:
+def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
     """Seed 000's resume process: check the version, count the resume, name the phase."""
-    touch_project(session, tenant, project)
-    save = _find(session, tenant, project, save_id, for_update=True)
-    precondition(save.etag)
+    repository = SaveRepository(write.session)
+    save = write.existing(repository, number, missing=_not_found(number), precondition=precondition)
     document = jsondoc.load(_file_bytes(save))
     if document.get("version") != mdan_save.VERSION:
         raise Conflict(
@@ -235,8 +213,8 @@ def resume(
         )
     # As seed 000's load_context does: Python's int has no largest value.
     document["metadata"]["resume_count"] += 1
-    _set_columns(save, *_render(document))
-    SaveRepository(session).update(save)
+    _store_file(save, *_render(document))
+    repository.add(save)
     return Resumed(
         save_id=save.number,
         resume_phase=document["phases"]["current"],
@@ -246,20 +224,22 @@ def resume(
     )
 
 
-def delete_save(
-    session: Session,
-    tenant: str,
-    project: str,
-    save_id: int,
-    precondition: Precondition,
-) -> None:
-    touch_project(session, tenant, project)
-    save = _find(session, tenant, project, save_id, for_update=True)
-    precondition(save.etag)
-    SaveRepository(session).delete(save)
+def delete_save(write: Write, number: int, precondition: Precondition) -> None:
+    repository = SaveRepository(write.session)
+    repository.delete(
+        write.existing(repository, number, missing=_not_found(number), precondition=precondition)
+    )
 
 
-def prune(session: Session, tenant: str, project: str, keep_latest: int) -> int:
-    deleted = SaveRepository(session).keep_latest(project_id(session, tenant, project), keep_latest)
-    touch_project(session, tenant, project)
-    return deleted
+def _delete_before(write: Write, position: Position | None) -> int:
+    """Retention, automatic or asked for: the project's saves before ``position`` go (all of
+    them for None). The write holds the project's lock, as every write takes it first."""
+    return SaveRepository(write.session).delete_before(write.project_id, position)
+
+
+def prune(write: Write, keep_latest: int) -> int:
+    """Keep the ``keep_latest`` newest saves: those before the oldest of them go."""
+    if keep_latest == 0:
+        return _delete_before(write, None)
+    oldest_kept = SaveRepository(write.session).position_of_newest(write.project_id, keep_latest)
+    return 0 if oldest_kept is None else _delete_before(write, oldest_kept)

@@ -45,11 +45,12 @@ class Writes:
         finally:
             session.close()
 
-    def run(self, project: str, change: Change) -> Response:
+    def run(self, project: str, change: Change, *, create: bool = True) -> Response:
         """Lock the project, replay the key's first response or claim the key, apply the
-        change, remember its response under the key, commit."""
+        change, remember its response under the key, commit. Without ``create``, a project
+        that does not exist is a 404 (``begin_write``)."""
         with self.transaction() as session:
-            write = begin_write(session, self.tenant, project)
+            write = begin_write(session, self.tenant, project, create=create)
             if self.idempotency is None:
                 return change(write)
             replayed = self.idempotency.claim(session)

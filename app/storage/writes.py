@@ -19,6 +19,7 @@ from app.core.db import utcnow
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
 from app.projects.repository import ProjectRepository
+from app.projects.service import project_not_found
 from app.storage.repository import ProjectScopedRepository, RowT
 
 
@@ -68,7 +69,12 @@ def _etag(row: object) -> str | None:
     return document.etag
 
 
-def begin_write(session: Session, tenant: str, project: str) -> Write:
-    """Lock the project's row (creating the project on its first write) and begin the write."""
-    project_id = ProjectRepository(session).touch(tenant, project, utcnow())
+def begin_write(session: Session, tenant: str, project: str, *, create: bool = True) -> Write:
+    """Lock the project's row (creating the project on its first write) and begin the write.
+    Without ``create``, a project that does not exist is a 404 and stays so (a change that
+    only takes away: a prune)."""
+    repository = ProjectRepository(session)
+    if not create and repository.get(tenant, project, for_update=True) is None:
+        raise project_not_found(project)
+    project_id = repository.touch(tenant, project, utcnow())
     return Write(session=session, tenant=tenant, project=project, project_id=project_id)

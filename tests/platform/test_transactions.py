@@ -50,15 +50,21 @@ def test_concurrent_retries_with_one_key_store_once(app, client, tenant, project
     assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
 
 
+def _newest_completed_save() -> dict:
+    """A save that completes every phase, newer than any other: its import prunes the rest."""
+    done = seed_save()
+    done["timestamp"] = "2030-01-01T00:00:00Z"
+    done["phases"]["status"] = dict.fromkeys(done["phases"]["status"], "complete")
+    return done
+
+
 @pytest.mark.parametrize("round_", range(4))
 def test_a_completing_import_racing_a_resume_never_fails_the_server(
     app, client, tenant, project, round_
 ):
     """Both take the project's lock first, so neither waits on the other in reverse order."""
     save_id = import_save(client, project, seed_save()).json()["id"]
-    done = seed_save()
-    done["timestamp"] = "2030-01-01T00:00:00Z"
-    done["phases"]["status"] = dict.fromkeys(done["phases"]["status"], "complete")
+    done = _newest_completed_save()
     resumer, importer = _clients(app, tenant, 2)
     with ThreadPoolExecutor(max_workers=2) as pool:
         resumed = pool.submit(
@@ -68,3 +74,26 @@ def test_a_completing_import_racing_a_resume_never_fails_the_server(
     assert resumed.result().status_code in (200, 404)
     assert imported.result().status_code == 201
     assert imported.result().json()["pruned"] == 1
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_a_completing_import_racing_a_prune_never_fails_the_server(
+    app, client, tenant, project, round_
+):
+    """The prune takes the project's lock first, as the import's automatic prune does: were it
+    to delete saves first, each would hold what the other waits for (a PostgreSQL deadlock)."""
+    for day in range(1, 4):
+        document = seed_save()
+        document["timestamp"] = f"2024-01-0{day}T00:00:00Z"
+        import_save(client, project, document)
+    done = _newest_completed_save()
+    pruner, importer = _clients(app, tenant, 2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pruned = pool.submit(
+            lambda: pruner.post(f"/v1/projects/{project}/saves:prune", json={"keep_latest": 1})
+        )
+        imported = pool.submit(lambda: import_save(importer, project, done))
+    assert pruned.result().status_code == 200, pruned.result().text
+    assert imported.result().status_code == 201, imported.result().text
+    assert pruned.result().json()["deleted"] + imported.result().json()["pruned"] == 3
+    assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1

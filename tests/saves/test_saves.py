@@ -237,6 +237,19 @@ def test_prune_keeps_the_newest(client, project):
     assert client.post(_url(project, ":prune"), json={"keep_latest": 2}).json() == {"deleted": 0}
 
 
+def test_prune_orders_saves_of_one_second_by_number_and_keeps_all_when_few(client, project):
+    ids = [import_save(client, project, seed_save()).json()["id"] for _ in range(3)]
+    assert client.post(_url(project, ":prune"), json={"keep_latest": 9}).json() == {"deleted": 0}
+    assert client.post(_url(project, ":prune"), json={"keep_latest": 2}).json() == {"deleted": 1}
+    assert [i["id"] for i in client.get(_url(project)).json()["items"]] == ids[:0:-1]
+
+
+def test_pruning_a_project_never_written_is_404_and_creates_nothing(client, project):
+    response = client.post(_url(project, ":prune"), json={"keep_latest": 0})
+    assert assert_problem(response, 404)["detail"] == f"No project {project!r}."
+    assert project not in [p["name"] for p in client.get("/v1/projects").json()["items"]]
+
+
 def test_a_large_save_is_stored_compressed_and_round_trips(client, engine, project):
     document = seed_save()
     # 20 MB of varied text, so that compression has work to do.
