@@ -15,7 +15,7 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
-from app.core.params import INT64_MAX
+from app.formats.jsondoc import INT64
 from app.formats.timestamps import to_utc
 
 DEFAULT_LIMIT = 50
@@ -65,7 +65,7 @@ def _decode_value(value: Any, expected: type) -> Any:
         return moment
     if not isinstance(value, expected) or isinstance(value, bool):
         raise ValueError(f"expected {expected.__name__}")
-    if expected is int and not -INT64_MAX - 1 <= value <= INT64_MAX:
+    if expected is int and value not in INT64:
         raise ValueError("integer out of range")
     if expected is str and searchable(value) != value:
         raise ValueError("text a column cannot hold")

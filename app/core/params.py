@@ -9,13 +9,11 @@ from pydantic import AfterValidator, BeforeValidator
 from app.formats import jsondoc
 from app.formats.timestamps import to_utc
 
-INT64_MAX = 2**63 - 1
-
 SaveNumber = Annotated[
     int,
     Path(
         ge=1,
-        le=INT64_MAX,
+        le=jsondoc.INT64_MAX,
         description="The save's `id`: its number within the project (1, 2, 3...), never reused.",
     ),
 ]

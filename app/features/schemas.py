@@ -5,7 +5,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from app.core.identifiers import IDENTIFIER_PATTERN
 from app.features.breaker import OUTCOMES
-from app.formats import feature_context, timestamps
+from app.formats import feature_context, jsondoc, timestamps
 
 # Agent names become indexed columns: bounded, and without NUL (PostgreSQL text cannot hold it).
 AgentName = Annotated[str, Field(max_length=feature_context.MAX_AGENT_NAME, pattern=r"^[^\x00]*$")]
@@ -75,7 +75,7 @@ class ReviewCreate(BaseModel):
     )
     outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
     rejecting_agents: list[str] = Field(default_factory=list)
-    issues_count: StrictInt = Field(default=0, ge=0, le=feature_context.INT64_MAX)
+    issues_count: StrictInt = Field(default=0, ge=0, le=jsondoc.INT64_MAX)
 
 
 class BreakerChange(BaseModel):

@@ -169,7 +169,7 @@ def patch(
     otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
     merge = jsondoc.load(raw, allow_nan=False)
     context, document = _locked(session, tenant, project, feature_id, precondition)
-    patched = feature_context.merge_patch(document, merge)
+    patched = jsondoc.merge_patch(document, merge)
     feature_context.check(patched)
     if feature_context.render(patched) == context.content:
         return context

@@ -32,11 +32,10 @@ from decimal import Decimal
 from typing import Any
 
 from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
-from app.formats.jsondoc import pointer
+from app.formats.jsondoc import INT64, pointer
 
 CURRENT_VERSION = 2
 KNOWN_VERSIONS = (1, 2)
-INT64 = range(-(2**63), 2**63)
 FILENAME = "state.json"
 BACKUP_FILENAME = "state.json.backup"
 # What Go writes for a zero time.Time.

@@ -31,7 +31,6 @@ PHASE_STATUSES = ("active", "limit_reached", "approved")
 SOURCE_STATUSES = ("pending", "in_progress", "completed")
 # Agent names are indexed columns; a btree entry has a size limit, a name does not need one.
 MAX_AGENT_NAME = 256
-INT64_MAX = 2**63 - 1
 
 
 def tool_timestamp(moment: datetime) -> str:
@@ -262,28 +261,6 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 def render(document: dict[str, Any]) -> bytes:
     return jsondoc.dumps_indent2(document)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396 JSON merge patch, applied in place where ``target`` is an object. A key that
-    is replaced keeps its place; a new key goes at the end of its object."""
-    try:
-        return _merge(target, patch)
-    except RecursionError as exc:
-        raise InvalidDocument("The merge patch is nested too deeply.", [("", "too deep")]) from exc
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge(target.get(key), value)
-    return target
 
 
 @dataclass(frozen=True)

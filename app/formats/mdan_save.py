@@ -154,9 +154,6 @@ SCHEMA = Spec(
 )
 
 
-INT64 = range(-(2**63), 2**63)
-
-
 def _is_integer(value: Any) -> bool:
     # Of any size: Python's int has no bound and json writes every digit.
     return isinstance(value, int) and not isinstance(value, bool)
@@ -313,7 +310,7 @@ def _double_column(value: float | int) -> float | None:
 
 
 def _bigint_column(value: int) -> int | None:
-    return value if value in INT64 else None
+    return value if value in jsondoc.INT64 else None
 
 
 def summarize(document: dict[str, Any]) -> Summary:

@@ -102,7 +102,6 @@ ITEM_TIME_FIELD = {
 ITEM_CATEGORY_FIELD = {ItemKind.decision: "category", ItemKind.constraint: "type"}
 # Labels are indexed columns: bounded so that a B-tree entry always fits.
 MAX_LABEL_CHARS = 256
-INT64 = range(-(2**63), 2**63)
 
 _EXPECTED = {
     "text": "a string",
@@ -122,7 +121,7 @@ def column_integer(value: int | None) -> int | None:
     value as written."""
     if value is None:
         return None
-    return min(max(value, INT64.start), INT64.stop - 1)
+    return min(max(value, jsondoc.INT64_MIN), jsondoc.INT64_MAX)
 
 
 def _valid(kind: str, value: Any) -> bool:

@@ -12,7 +12,8 @@ from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
 from app.core.responses import document_response
-from app.formats.project_memory import INT64, ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
+from app.formats.jsondoc import INT64_MAX, INT64_MIN
+from app.formats.project_memory import ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service
 from app.memory.repository import ItemFilter
 from app.memory.schemas import (
@@ -47,7 +48,7 @@ StyleQuery = Annotated[
     Style | None,
     Query(description="Key style of the export; default: the style the file was written in."),
 ]
-EpochMs = Annotated[int | None, Query(ge=INT64.start, le=INT64.stop - 1)]
+EpochMs = Annotated[int | None, Query(ge=INT64_MIN, le=INT64_MAX)]
 Text = Annotated[str | None, Query(min_length=1, max_length=1000)]
 Search = Annotated[
     str | None, Query(min_length=1, max_length=1000, description="Full-text search (all words).")

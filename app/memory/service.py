@@ -343,19 +343,6 @@ def create_item(
     return ItemCreated(**public.model_dump(), filled=filled), item.etag
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396: objects merge, null removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 def patch_item(
     session: Session,
     tenant: str,
@@ -372,7 +359,7 @@ def patch_item(
     current = _document(item)
     # The patch may name documented keys in either style; they apply to the item's own.
     style = codec.detect_style(current) or Style.camel
-    document = merge_patch(current, codec.in_style(patch, style))
+    document = jsondoc.merge_patch(current, codec.in_style(patch, style))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The patched {kind.value} is not valid.", faults)
     if document["id"] != item.item_id:

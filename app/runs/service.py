@@ -10,7 +10,7 @@ from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
-from app.formats import atari_state
+from app.formats import atari_state, jsondoc
 from app.projects.service import project_id, touch_project
 from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState
@@ -236,7 +236,7 @@ def _entry(state: dict[str, Any], bead_id: str) -> BeadEntry:
 
 
 def _incremented(value: int, by: int, name: str) -> int:
-    if value + by not in atari_state.INT64:
+    if value + by not in jsondoc.INT64:
         raise Conflict(f"{name} would no longer fit in a 64-bit integer.")
     return value + by
 

@@ -2,7 +2,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field, StrictInt
 
-from app.core.params import INT64_MAX
+from app.formats import jsondoc
 
 
 class SaveWarning(BaseModel):
@@ -51,7 +51,7 @@ class SaveSummary(BaseModel):
 
 class PruneRequest(BaseModel):
     keep_latest: StrictInt = Field(
-        ge=0, le=INT64_MAX, description="How many of the newest saves to keep."
+        ge=0, le=jsondoc.INT64_MAX, description="How many of the newest saves to keep."
     )
 
 
