@@ -3,7 +3,7 @@ answer. ``ContextStoreClient`` and ``AsyncContextStoreClient`` both inherit thes
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
@@ -16,6 +16,7 @@ from app.features.schemas import (
     FeatureSummary,
     HandoverAppended,
     HandoverItem,
+    ReviewOutcome,
     WorkflowSummary,
 )
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
@@ -63,7 +64,12 @@ def _download(
     return Call("GET", path, document, params={"style": style}, headers=headers)
 
 
-def _body(content: bytes, media_type: str = JSON, **headers: str | None) -> dict[str, Any]:
+class _Body(TypedDict):
+    content: bytes
+    headers: dict[str, str | None]
+
+
+def _body(content: bytes, media_type: str = JSON, /, **headers: str | None) -> _Body:
     return {"content": content, "headers": {"Content-Type": media_type, **headers}}
 
 
@@ -522,7 +528,7 @@ class Routes:
         project: str,
         feature: str,
         phase: str,
-        outcome: Literal["APPROVED", "REJECTED_WITH_FEEDBACK", "REJECTED"],
+        outcome: ReviewOutcome,
         *,
         rejecting_agents: Iterable[str] = (),
         issues_count: int = 0,

@@ -118,8 +118,9 @@ def utcnow() -> datetime:
 def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.Insert:
     """An INSERT of the session's database, whose ``on_conflict_*`` clauses both dialects
     spell alike (the generic INSERT has none)."""
-    dialect = sqlite if session.get_bind().dialect.name == "sqlite" else postgresql
-    return dialect.insert(model)
+    if session.get_bind().dialect.name == "sqlite":
+        return sqlite.insert(model)
+    return postgresql.insert(model)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def _decode_value(value: Any, expected: type) -> Any:
         raise ValueError(f"expected {expected.__name__}")
     if expected is int and value not in INT64:
         raise ValueError("integer out of range")
-    if expected is str and searchable(value) != value:
+    if isinstance(value, str) and searchable(value) != value:
         raise ValueError("text a column cannot hold")
     return value
 

@@ -11,8 +11,6 @@ from app.core.errors import Conflict, FieldError, InvalidContent
 from app.formats import feature_context
 
 APPROVED = "APPROVED"
-# What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
-OUTCOMES = (APPROVED, "REJECTED_WITH_FEEDBACK", "REJECTED")
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from app.core.identifiers import IDENTIFIER_PATTERN
-from app.features.breaker import OUTCOMES
 from app.formats import feature_context, jsondoc, timestamps
 
+# What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
+ReviewOutcome = Literal["APPROVED", "REJECTED_WITH_FEEDBACK", "REJECTED"]
 # Agent names become indexed columns: bounded, and without NUL (PostgreSQL text cannot hold it).
 AgentName = Annotated[str, Field(max_length=feature_context.MAX_AGENT_NAME, pattern=r"^[^\x00]*$")]
 
@@ -73,7 +74,7 @@ class ReviewCreate(BaseModel):
     phase: str = Field(
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )
-    outcome: Literal[OUTCOMES]  # type: ignore[valid-type]
+    outcome: ReviewOutcome
     rejecting_agents: list[str] = Field(default_factory=list)
     issues_count: StrictInt = Field(default=0, ge=0, le=jsondoc.INT64_MAX)
 

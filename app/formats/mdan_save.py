@@ -70,7 +70,7 @@ def _token_percentage(doc: dict[str, Any], _now: datetime) -> float:
     total, limit = usage.get("total"), usage.get("limit")
     if _is_number(total) and _is_number(limit) and limit:
         try:
-            percentage = round(total / limit, 4)
+            percentage: float = round(total / limit, 4)
         except OverflowError:  # integers whose quotient no float holds
             return 0.0
         if math.isfinite(percentage):

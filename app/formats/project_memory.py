@@ -13,7 +13,7 @@ fault is reported with a JSON Pointer.
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from app.formats import jsondoc
 from app.formats.errors import InvalidDocument
@@ -115,6 +115,10 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@overload
+def column_integer(value: int) -> int: ...
+@overload
+def column_integer(value: None) -> None: ...
 def column_integer(value: int | None) -> int | None:
     """A document's integer as a BIGINT column holds it: clamped to 64 bits, so that order
     and comparisons (newest first, expiry, features since) still hold; the file keeps the
