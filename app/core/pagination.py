@@ -44,10 +44,18 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SortKey:
     column: InstrumentedAttribute[Any]
-    descending: bool = True
+    descending: bool
+
+    def __init__(self, attribute: object, descending: bool = True) -> None:
+        # SQLModel types a column attribute as its value (``Save.timestamp: datetime``); on the
+        # class it is the ORM's InstrumentedAttribute, which is what a sort key needs.
+        if not isinstance(attribute, InstrumentedAttribute):
+            raise TypeError(f"not a mapped column: {attribute!r}")
+        object.__setattr__(self, "column", attribute)
+        object.__setattr__(self, "descending", descending)
 
 
 def _encode_value(value: Any) -> Any:

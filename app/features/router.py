@@ -10,7 +10,7 @@ from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit, Page
 from app.core.params import UTCInstant
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.features import breaker, service
 from app.features.models import FeatureContext
 from app.features.schemas import (
@@ -29,7 +29,7 @@ router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
 )
 
-CONTEXT_FILE = {
+CONTEXT_FILE: ResponsesDoc = {
     200: {
         "description": "`context.json` exactly as sdd-unified writes it.",
         "content": {"application/json": {"schema": {"type": "object"}}},
@@ -202,7 +202,7 @@ def delete_context(
     return Response(status_code=204)
 
 
-WORKFLOW_FILE = {
+WORKFLOW_FILE: ResponsesDoc = {
     200: {
         "description": "`workflow.json` exactly as it was stored.",
         "content": {"application/json": {"schema": {"type": "object"}}},

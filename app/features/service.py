@@ -76,7 +76,9 @@ def _handover_row(context: FeatureContext, handover: feature_context.Handover) -
     )
 
 
-def _replace_handover_rows(session: Session, context: FeatureContext, document: dict) -> None:
+def _replace_handover_rows(
+    session: Session, context: FeatureContext, document: dict[str, Any]
+) -> None:
     assert context.id is not None
     repository = HandoverRepository(session)
     repository.delete_for(context.id)
@@ -245,7 +247,7 @@ def store_workflow(
     if workflow is not None and workflow.content == raw:
         # The same file again (a second push): nothing changes, not even its time.
         return workflow, "unchanged"
-    action = "created" if workflow is None else "replaced"
+    action: WorkflowAction = "created" if workflow is None else "replaced"
     if workflow is None:
         workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)
     workflow.content = raw

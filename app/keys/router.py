@@ -5,6 +5,7 @@ from fastapi import APIRouter, Path, Response
 from app.core.body import ContextStoreRoute
 from app.core.deps import Admin, ReadSession, WriteSession
 from app.core.pagination import Cursor, Limit, Page
+from app.core.security import Scope
 from app.keys import service
 from app.keys.models import ApiKey
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
@@ -18,7 +19,7 @@ def _public(key: ApiKey) -> ApiKeyPublic:
     return ApiKeyPublic(
         id=key.id,
         tenant=key.tenant,
-        scopes=key.scopes.split(","),
+        scopes=[Scope(name) for name in key.scopes.split(",")],
         name=key.name,
         prefix=key.prefix,
         created_at=key.created_at,

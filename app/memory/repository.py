@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import ColumnElement, Row, func, literal_column, text, update
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
@@ -11,14 +12,16 @@ from sqlmodel.sql.expression import SelectOfScalar
 from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 
-RANKING_COLUMNS = (
+# The columns a ranking reads (statements are immutable: each use adds to a copy). SQLAlchemy's
+# select(): SQLModel's is typed for four columns at most.
+SELECT_RANKABLE = sqlalchemy.select(
     col(MemoryItem.id),
     col(MemoryItem.position),
     col(MemoryItem.feature_id),
     col(MemoryItem.timestamp),
     col(MemoryItem.search_text),
 )
-NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]  # type: ignore[arg-type]
+NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
 WORD = re.compile(r"\w+")
 
 
@@ -140,7 +143,7 @@ class MemoryRepository:
     ) -> list[Row[Any]]:
         """As ``newest``, but only the columns a ranking reads, not the documents: the pack
         ranks up to a thousand items to keep five."""
-        statement = self._newest(select(*RANKING_COLUMNS), project_id, kind, limit, feature_id)
+        statement = self._newest(SELECT_RANKABLE, project_id, kind, limit, feature_id)
         return list(self.session.execute(statement))
 
     def items(self, ids: Sequence[int]) -> list[MemoryItem]:

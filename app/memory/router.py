@@ -11,7 +11,7 @@ from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import IDENTIFIER_PATTERN, ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.formats.jsondoc import INT64_MAX, INT64_MIN
 from app.formats.project_memory import ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service
@@ -55,7 +55,7 @@ Search = Annotated[
 ]
 IncludeArchived = Annotated[bool, Query(description="Also list archived items.")]
 
-JSON_FILE = {
+JSON_FILE: ResponsesDoc = {
     200: {
         "description": "The file exactly as the Context Agent writes it.",
         "content": {"application/json": {"schema": {}}},

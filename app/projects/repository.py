@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Insert, bindparam, func, update
+from sqlalchemy import BindParameter, Insert, bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -9,18 +9,18 @@ from app.core.pagination import SortKey, paginate
 from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
 
-PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]  # type: ignore[arg-type]
+PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]
 
 
 def _touch_statement(dialect: type[sqlite.Insert] | type[postgresql.Insert]) -> Insert:
-    now = bindparam("now")
+    now: BindParameter[datetime] = bindparam("now")
     return (
         dialect(Project)
         .values(
             tenant=bindparam("tenant"), name=bindparam("name"), created_at=now, last_write_at=now
         )
         .on_conflict_do_update(index_elements=["tenant", "name"], set_={"last_write_at": now})
-        .returning(Project.id)  # type: ignore[arg-type]
+        .returning(col(Project.id))
     )
 
 

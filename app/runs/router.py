@@ -8,7 +8,7 @@ from app.core.idempotency import IdempotencyDep
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit, Page
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.formats import atari_state
 from app.runs import service
 from app.runs.schemas import (
@@ -23,14 +23,14 @@ from app.runs.schemas import (
 
 router = APIRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
 
-STATE_FILE = {
+STATE_FILE: ResponsesDoc = {
     200: {
         "description": "`.atari/state.json` exactly as atari's Go writer writes it.",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
 }
-BACKUP_FILE = {
+BACKUP_FILE: ResponsesDoc = {
     200: {
         "description": "The bytes `state:load` set aside, exactly as they came.",
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},

@@ -9,7 +9,7 @@ from app.saves.models import Save, SavePhaseStatus
 
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
-NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]  # type: ignore[arg-type]
+NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
 
 
 class SaveRepository:
