@@ -100,7 +100,8 @@ def create(session: Session, tenant: str, project: str, feature_id: str) -> Feat
     repository = FeatureRepository(session)
     if repository.get(project_key, feature_id) is not None:
         raise Conflict(f"Feature {feature_id!r} already exists; PUT its context to replace it.")
-    context = FeatureContext(project_id=project_key, feature_id=feature_id)
+    # Its document columns: _write, below.
+    context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     _write(context, feature_context.template(feature_id, _now_text()))
     return repository.save(context)
 
@@ -138,7 +139,8 @@ def store(
     precondition(context.etag if context is not None else None)
     created = context is None
     if context is None:
-        context = FeatureContext(project_id=project_key, feature_id=feature_id)
+        # Its document columns: _write_prepared, below.
+        context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     _write_prepared(context, prepared)
     repository.save(context)
     _replace_handover_rows(session, context, prepared.document)
@@ -249,7 +251,8 @@ def store_workflow(
         return workflow, "unchanged"
     action: WorkflowAction = "created" if workflow is None else "replaced"
     if workflow is None:
-        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)
+        # Its document columns are set below.
+        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     workflow.content = raw
     workflow.size_bytes = len(raw)
     workflow.etag = etag_of(raw)

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
 from app.formats.jsondoc import INT64, pointer
@@ -384,11 +384,14 @@ def fresh(now: datetime) -> dict[str, Any]:
     }
 
 
+LoadOutcome = Literal["stored", "migrated", "reset"]
+
+
 @dataclass(frozen=True)
 class Loaded:
     """What atari's own load makes of a file: ``stored``, ``migrated`` or ``reset``."""
 
-    outcome: str
+    outcome: LoadOutcome
     state: dict[str, Any]
     reason: str
     file_version: int | None

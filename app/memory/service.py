@@ -171,7 +171,7 @@ def store_summary(
     content = codec.render(document, style)
     created = row is None
     if row is None:
-        row = MemorySummary(project_id=pid)
+        row = MemorySummary(project_id=pid)  # type: ignore[call-arg]  # its columns: below
     row.content = content
     row.style = style.value
     row.content_tokens = counted
@@ -334,7 +334,7 @@ def create_item(
     context = repository.new_item_context(pid, kind.value, document["id"])
     if context.id_taken:
         raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
-    item = MemoryItem(
+    item = MemoryItem(  # type: ignore[call-arg]  # the document's columns: _set_document
         project_id=pid, position=context.position, features_mark=context.features_completed
     )
     _set_document(item, kind, document)
@@ -451,7 +451,10 @@ def store_items_file(
     style = detected or old_style
     mark = _features_completed(repository, pid)
     for position, document in enumerate(documents):
-        item = existing.pop(document["id"], None) or MemoryItem(project_id=pid, features_mark=mark)
+        item = existing.pop(document["id"], None)
+        if item is None:
+            # A new item's other columns: below, and _set_document.
+            item = MemoryItem(project_id=pid, features_mark=mark)  # type: ignore[call-arg]
         item.position = position
         item.archived_at = None
         _set_document(item, kind, document)

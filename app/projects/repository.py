@@ -76,6 +76,7 @@ class ProjectRepository:
         if not project_ids:
             return counts
         for resource, model in PROJECT_RESOURCES.items():
+            # Every model in PROJECT_RESOURCES has project_id; the mapping is typed as SQLModel's.
             project_column = col(model.project_id)  # type: ignore[attr-defined]
             statement = (
                 select(project_column, func.count())

@@ -14,7 +14,7 @@ from pydantic import (
 
 from app.core.identifiers import IDENTIFIER_PATTERN
 from app.core.params import StorableStr
-from app.formats.atari_state import is_rfc3339, is_text
+from app.formats.atari_state import LoadOutcome, is_rfc3339, is_text
 from app.formats.jsondoc import INT64_MAX
 
 
@@ -61,7 +61,7 @@ class StateReceipt(RunSummary):
 
 
 class LoadResult(BaseModel):
-    outcome: Literal["stored", "migrated", "reset"]
+    outcome: LoadOutcome
     reason: str
     file_version: int | None = Field(description="The file's version; null if unreadable.")
     backup_size: int | None = Field(description="Bytes set aside as the backup on a reset.")

@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import delete, func
+from sqlalchemy import ColumnElement, delete, func
 from sqlmodel import Session, col, select
 
 from app.core.db import searchable
@@ -95,18 +95,16 @@ class SaveRepository:
         )
         return self._delete_where(project_id, col(Save.id).not_in(kept.scalar_subquery()))
 
-    def _delete_where(self, project_id: int, condition: object) -> int:
+    def _delete_where(self, project_id: int, condition: ColumnElement[bool]) -> int:
         count_statement = (
             select(func.count())
             .select_from(Save)
             .where(
                 Save.project_id == project_id,
-                condition,  # type: ignore[arg-type]
+                condition,
             )
         )
         count = self.session.exec(count_statement).one()
         if count:
-            self.session.execute(
-                delete(Save).where(col(Save.project_id) == project_id, condition)  # type: ignore[arg-type]
-            )
+            self.session.execute(delete(Save).where(col(Save.project_id) == project_id, condition))
         return count

@@ -111,7 +111,7 @@ def store_save(
 ) -> Stored:
     repository = SaveRepository(session)
     project_row_id = touch_project(session, tenant, project)
-    save = Save(
+    save = Save(  # type: ignore[call-arg]  # the document's columns: _set_columns, below
         project_id=project_row_id,
         number=ProjectRepository(session).next_save_number(project_row_id),
         filename=prepared.filename,
