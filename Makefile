@@ -9,7 +9,7 @@ SERVICE_STAMP := $(VENV)/.installed-service
 DEV_STAMP := $(VENV)/.installed-dev
 PYTEST_WORKERS ?= 2
 
-.PHONY: install browser run migrate test container-test soak lint openapi openapi-check bench clean
+.PHONY: install browser run migrate test typecheck container-test soak lint openapi openapi-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,11 @@ browser:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 		>/dev/null 2>&1 || echo "could not install chromium: the browser test will say so"; }
 
-test: install browser
+# mypy --strict over app/ (configured in pyproject.toml); `make test` runs it before the suite.
+typecheck: install
+	$(BIN)/mypy app
+
+test: install browser typecheck
 	$(BIN)/ruff check app migrations tests
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 

@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import httpx
 import typer
@@ -73,11 +73,20 @@ def _options(
     pass
 
 
-def _settings(**options: object) -> Settings:
+class _Options(TypedDict, total=False):
+    host: str
+    port: int
+
+
+def _settings(*, host: str | None = None, port: int | None = None) -> Settings:
     """The environment's settings, with the options given on the command line over them."""
-    given = {name: value for name, value in options.items() if value is not None}
+    given: _Options = {}
+    if host is not None:
+        given["host"] = host
+    if port is not None:
+        given["port"] = port
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        return Settings(**given)
     except ValidationError as exc:
         messages = "; ".join(str(error["msg"]) for error in exc.errors())
         typer.echo(f"error: invalid configuration: {messages}", err=True)
@@ -362,7 +371,9 @@ def skipped_lines(report: ArchiveReport) -> list[str]:
     """A line per skipped file, except that the files of a top-level directory from which
     nothing was sent are one line per reason: a project's root pushed as a workspace should
     not list every source file."""
-    sent = {_top_directory(item.path) for item in [*report.imported, *report.refused]}
+    sent = {_top_directory(item.path) for item in report.imported} | {
+        _top_directory(item.path) for item in report.refused
+    }
     groups: dict[tuple[str, str], list[str]] = {}
     for skipped in report.skipped:
         top = _top_directory(skipped.path)

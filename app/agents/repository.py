@@ -1,13 +1,14 @@
 from sqlalchemy import delete
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
 from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 
-OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]  # type: ignore[arg-type]
+OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]
 # Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
 DELETE_BATCH = 1000
 
@@ -42,7 +43,7 @@ class MemoryRepository:
         self.agent = agent
         self.kind = kind
 
-    def _select(self):  # type: ignore[no-untyped-def]
+    def _select(self) -> SelectOfScalar[AgentMemoryItem]:
         return select(AgentMemoryItem).where(
             AgentMemoryItem.project_id == self.project_id,
             AgentMemoryItem.agent == self.agent,
@@ -104,8 +105,8 @@ class MemoryRepository:
             batch = ids[start : start + DELETE_BATCH]
             self.session.execute(
                 delete(AgentMemoryTurn).where(
-                    AgentMemoryTurn.project_id == self.project_id,
-                    AgentMemoryTurn.agent == self.agent,
+                    col(AgentMemoryTurn.project_id) == self.project_id,
+                    col(AgentMemoryTurn.agent) == self.agent,
                     col(AgentMemoryTurn.first_item_id).in_(batch),
                 )
             )

@@ -18,7 +18,7 @@ from app.core.documents import Download
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
 from app.core.pagination import Cursor, Limit
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE
@@ -28,14 +28,14 @@ router = APIRouter(
     prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
 )
 
-SNAPSHOT_FILE = {
+SNAPSHOT_FILE: ResponsesDoc = {
     200: {
         "description": "The snapshot exactly as autobyteus writes it (compact, one line).",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
 }
-MEMORY_LIST = {
+MEMORY_LIST: ResponsesDoc = {
     200: {
         "description": "A page of items, oldest first; with `Accept: application/x-ndjson`, "
         "the whole JSONL file.",

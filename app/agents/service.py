@@ -82,7 +82,8 @@ def _locked(
     repository = SnapshotRepository(session)
     current = repository.get(pid, agent, for_update=True)
     precondition(current.etag if current is not None else None)
-    return repository, current or AgentSnapshot(project_id=pid, agent=agent)
+    # A new row's document columns are set by the caller, before the flush.
+    return repository, current or AgentSnapshot(project_id=pid, agent=agent)  # type: ignore[call-arg]
 
 
 def put_snapshot(

@@ -28,7 +28,7 @@ class ArchiveRepository:
             .where(Save.project_id == self.project_id)
             .order_by(col(Save.timestamp), col(Save.number))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def snapshots(self) -> list[tuple[str, datetime]]:
         statement = (
@@ -36,7 +36,7 @@ class ArchiveRepository:
             .where(AgentSnapshot.project_id == self.project_id)
             .order_by(col(AgentSnapshot.agent))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def agent_memory_files(self) -> list[tuple[str, str, datetime]]:
         """(agent, kind, time of the last append) of every memory file that has items."""
@@ -48,7 +48,7 @@ class ArchiveRepository:
             .group_by(col(AgentMemoryItem.agent), col(AgentMemoryItem.kind))
             .order_by(col(AgentMemoryItem.agent), col(AgentMemoryItem.kind))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def runs(self) -> list[tuple[str, bool, datetime]]:
         """(run, has a backup, modified_at)."""
@@ -57,7 +57,7 @@ class ArchiveRepository:
             .where(RunState.project_id == self.project_id)
             .order_by(col(RunState.run))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def features(self) -> list[tuple[str, datetime]]:
         statement = (
@@ -65,7 +65,7 @@ class ArchiveRepository:
             .where(FeatureContext.project_id == self.project_id)
             .order_by(col(FeatureContext.feature_id))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def workflows(self) -> list[tuple[str, datetime]]:
         statement = (
@@ -73,7 +73,7 @@ class ArchiveRepository:
             .where(FeatureWorkflow.project_id == self.project_id)
             .order_by(col(FeatureWorkflow.feature_id))
         )
-        return [tuple(row) for row in self.session.exec(statement)]  # type: ignore[misc]
+        return list(self.session.exec(statement))
 
     def summary_time(self) -> datetime | None:
         statement = select(MemorySummary.updated_at).where(

@@ -10,14 +10,14 @@ from app.core.errors import PROBLEM_MEDIA_TYPE
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
-from app.core.responses import SpooledResponse, open_spool
+from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
 from app.formats.archive import MEDIA_TYPE
 from app.idempotency.service import Idempotency, IdempotencyDep
 
 # Archives carry whole projects: their import takes the bulk body limit.
 router = APIRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
 
-ARCHIVE_FILE = {
+ARCHIVE_FILE: ResponsesDoc = {
     200: {
         "description": "The project's files as a .tar.gz, laid out as the tools lay them out.",
         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},

@@ -99,7 +99,9 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
     contents = ArchiveRepository(session, project_id(session, tenant, project))
     planned: dict[str, PlannedMember] = {}
 
-    def add(path: str, moment: datetime | None, read: Callable[[Session], bytes]) -> None:
+    # Each reader binds the loop's values as default arguments; mypy cannot infer such a lambda
+    # against Callable[[Session], bytes] (it can against ...: the bytes it returns are checked).
+    def add(path: str, moment: datetime | None, read: Callable[..., bytes]) -> None:
         planned[path] = PlannedMember(path, _mtime(moment), read)
 
     for save_id, filename, gzipped, stored_at in contents.saves():

@@ -30,7 +30,8 @@ class Call(Generic[T]):
     path: str
     parse: Callable[[httpx.Response], T]
     params: dict[str, Any] = field(default_factory=dict)
-    headers: dict[str, str] = field(default_factory=dict)
+    # A header whose value is None is not sent (an optional If-Match, Idempotency-Key...).
+    headers: dict[str, str | None] = field(default_factory=dict)
     content: bytes | Iterable[bytes] | None = None
     json: Any = None
 

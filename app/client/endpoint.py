@@ -18,6 +18,8 @@ T = TypeVar("T")
 class Endpoint(Generic[P, T]):
     def __init__(self, build: Callable[Concatenate[Any, P], Call[T]]) -> None:
         self.build = build
+        # The name and docstring of the route, for help() and editors. typeshed types the wrapper
+        # as a callable, which a descriptor is not (it returns one when bound).
         functools.update_wrapper(self, build)  # type: ignore[arg-type]
 
     @overload

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 from urllib.parse import quote
 
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
@@ -24,6 +24,7 @@ from app.features.schemas import (
 )
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
 from app.formats.archive import MEDIA_TYPE as ARCHIVE_MEDIA_TYPE
+from app.formats.feature_context import ReviewOutcome
 from app.formats.gzip import is_gzip
 from app.health.schemas import Health, Readiness
 from app.keys.schemas import ApiKeyCreated, ApiKeyPublic
@@ -66,7 +67,12 @@ def _download(
     return Call("GET", path, document, params={"style": style}, headers=headers)
 
 
-def _body(content: bytes, media_type: str = JSON, **headers: str | None) -> dict[str, Any]:
+class _Body(TypedDict):
+    content: bytes
+    headers: dict[str, str | None]
+
+
+def _body(content: bytes, media_type: str = JSON, /, **headers: str | None) -> _Body:
     return {"content": content, "headers": {"Content-Type": media_type, **headers}}
 
 
@@ -525,7 +531,7 @@ class Routes:
         project: str,
         feature: str,
         phase: str,
-        outcome: Literal["APPROVED", "REJECTED_WITH_FEEDBACK", "REJECTED"],
+        outcome: ReviewOutcome,
         *,
         rejecting_agents: Iterable[str] = (),
         issues_count: int = 0,

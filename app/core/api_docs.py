@@ -105,6 +105,7 @@ def document_api(
             document_operations(spec, domains, path_examples)  # once: FastAPI caches it
         return spec
 
+    # FastAPI's documented way to extend the document (its docs assign app.openapi too).
     app.openapi = openapi  # type: ignore[method-assign]
 
 

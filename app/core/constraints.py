@@ -18,8 +18,6 @@ IDENTIFIER_RULE = (
     "1 to 128 characters: letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
 )
 
-INT64_MAX = 2**63 - 1
-
 
 def storable(text: str) -> str:
     """Refuse what a database text column cannot hold."""

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
+    Table,
     Text,
     create_engine,
     event,
@@ -111,6 +112,12 @@ def searchable(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
 
 
+def table_of(model: type[SQLModel]) -> Table:
+    """A table model's Core table: for statements built once and run outside the ORM."""
+    table: Table = model.__table__  # type: ignore[attr-defined]  # SQLModel sets it (table=True)
+    return table
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -118,8 +125,9 @@ def utcnow() -> datetime:
 def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.Insert:
     """An INSERT of the session's database, whose ``on_conflict_*`` clauses both dialects
     spell alike (the generic INSERT has none)."""
-    dialect = sqlite if session.get_bind().dialect.name == "sqlite" else postgresql
-    return dialect.insert(model)
+    if session.get_bind().dialect.name == "sqlite":
+        return sqlite.insert(model)
+    return postgresql.insert(model)
 
 
 @dataclass(frozen=True)

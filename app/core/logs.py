@@ -93,7 +93,7 @@ def configure_logging(level: str = "INFO") -> None:
 def _request_id_from(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id":
-            candidate = value.decode("latin-1")
+            candidate: str = value.decode("latin-1")
             if _SANE_REQUEST_ID.fullmatch(candidate):
                 return candidate
             break

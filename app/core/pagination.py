@@ -12,9 +12,9 @@ from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.core.constraints import INT64_MAX
 from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
+from app.formats.jsondoc import INT64
 from app.formats.timestamps import to_utc
 
 DEFAULT_LIMIT = 50
@@ -37,10 +37,18 @@ Cursor = Annotated[
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SortKey:
     column: InstrumentedAttribute[Any]
-    descending: bool = True
+    descending: bool
+
+    def __init__(self, attribute: object, descending: bool = True) -> None:
+        # SQLModel types a column attribute as its value (``Save.timestamp: datetime``); on the
+        # class it is the ORM's InstrumentedAttribute, which is what a sort key needs.
+        if not isinstance(attribute, InstrumentedAttribute):
+            raise TypeError(f"not a mapped column: {attribute!r}")
+        object.__setattr__(self, "column", attribute)
+        object.__setattr__(self, "descending", descending)
 
 
 def _encode_value(value: Any) -> Any:
@@ -58,9 +66,9 @@ def _decode_value(value: Any, expected: type) -> Any:
         return moment
     if not isinstance(value, expected) or isinstance(value, bool):
         raise ValueError(f"expected {expected.__name__}")
-    if expected is int and not -INT64_MAX - 1 <= value <= INT64_MAX:
+    if expected is int and value not in INT64:
         raise ValueError("integer out of range")
-    if expected is str and searchable(value) != value:
+    if isinstance(value, str) and searchable(value) != value:
         raise ValueError("text a column cannot hold")
     return value
 

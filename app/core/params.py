@@ -6,14 +6,14 @@ from typing import Annotated
 from fastapi import Path
 from pydantic import AfterValidator, BeforeValidator
 
-from app.core.constraints import INT64_MAX
+from app.formats import jsondoc
 from app.formats.timestamps import to_utc
 
 SaveNumber = Annotated[
     int,
     Path(
         ge=1,
-        le=INT64_MAX,
+        le=jsondoc.INT64_MAX,
         description="The save's `id`: its number within the project (1, 2, 3...), never reused.",
     ),
 ]

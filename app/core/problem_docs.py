@@ -150,4 +150,5 @@ def document_problems(app: FastAPI) -> None:
             add_problem_responses(spec)  # once: FastAPI caches the document it returns
         return spec
 
+    # FastAPI's documented way to extend the document (its docs assign app.openapi too).
     app.openapi = openapi  # type: ignore[method-assign]

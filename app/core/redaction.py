@@ -68,7 +68,7 @@ def bytes_for_storage(raw: bytes) -> bytes:
 
 def header_value(redactions: Redactions) -> str:
     listing = redactions.listing()
-    summary = {"counts": redactions.by_kind(), "sites": listing[:HEADER_SITES]}
+    summary: dict[str, object] = {"counts": redactions.by_kind(), "sites": listing[:HEADER_SITES]}
     if len(listing) > HEADER_SITES:
         summary["sites_omitted"] = len(listing) - HEADER_SITES
     # ASCII: a pointer may hold any character, a header only Latin-1.

@@ -4,7 +4,7 @@ bodies sent from a spool."""
 import gzip
 import tempfile
 from collections.abc import Callable
-from typing import BinaryIO, cast
+from typing import Any, BinaryIO, cast
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import Request, Response
@@ -14,6 +14,9 @@ from app.core.conditional import not_modified
 from app.core.documents import Download
 
 SPOOL_READ_BYTES = 64 * 1024
+
+# A route's `responses=` for the OpenAPI document: status -> what FastAPI writes under it.
+ResponsesDoc = dict[int | str, dict[str, Any]]
 
 
 def document_response(

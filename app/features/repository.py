@@ -7,8 +7,8 @@ from sqlmodel import Session, col, select
 from app.core.pagination import SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 
-CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]  # type: ignore[arg-type]
-HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]  # type: ignore[arg-type]
+CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]
+HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 
 
 class FeatureRepository:

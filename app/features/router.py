@@ -10,7 +10,7 @@ from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.features import breaker, service
 from app.features.models import FeatureContext
@@ -31,7 +31,7 @@ router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
 )
 
-CONTEXT_FILE = {
+CONTEXT_FILE: ResponsesDoc = {
     200: {
         "description": "`context.json` exactly as sdd-unified writes it.",
         "content": {"application/json": {"schema": {"type": "object"}}},
@@ -205,7 +205,7 @@ def delete_context(
     return Response(status_code=204)
 
 
-WORKFLOW_FILE = {
+WORKFLOW_FILE: ResponsesDoc = {
     200: {
         "description": "`workflow.json` exactly as it was stored.",
         "content": {"application/json": {"schema": {"type": "object"}}},

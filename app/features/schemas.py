@@ -1,11 +1,12 @@
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 from app.core.constraints import IDENTIFIER_PATTERN
-from app.formats import feature_context, timestamps
+from app.formats import feature_context, jsondoc, timestamps
 
+# What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
 # Agent names become indexed columns: bounded, and without NUL (PostgreSQL text cannot hold it).
 AgentName = Annotated[str, Field(max_length=feature_context.MAX_AGENT_NAME, pattern=r"^[^\x00]*$")]
 
@@ -72,9 +73,9 @@ class ReviewCreate(BaseModel):
     phase: str = Field(
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )
-    outcome: Literal[feature_context.REVIEW_OUTCOMES]  # type: ignore[valid-type]
+    outcome: feature_context.ReviewOutcome
     rejecting_agents: list[str] = Field(default_factory=list)
-    issues_count: StrictInt = Field(default=0, ge=0, le=feature_context.INT64_MAX)
+    issues_count: StrictInt = Field(default=0, ge=0, le=jsondoc.INT64_MAX)
 
 
 class BreakerChange(BaseModel):

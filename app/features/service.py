@@ -76,7 +76,9 @@ def _handover_row(context: FeatureContext, handover: feature_context.Handover) -
     )
 
 
-def _replace_handover_rows(session: Session, context: FeatureContext, document: dict) -> None:
+def _replace_handover_rows(
+    session: Session, context: FeatureContext, document: dict[str, Any]
+) -> None:
     assert context.id is not None
     repository = HandoverRepository(session)
     repository.delete_for(context.id)
@@ -98,7 +100,8 @@ def create(session: Session, tenant: str, project: str, feature_id: str) -> Feat
     repository = FeatureRepository(session)
     if repository.get(project_key, feature_id) is not None:
         raise Conflict(f"Feature {feature_id!r} already exists; PUT its context to replace it.")
-    context = FeatureContext(project_id=project_key, feature_id=feature_id)
+    # Its document columns: _write, below.
+    context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     _write(context, feature_context.template(feature_id, _now_text()))
     return repository.save(context)
 
@@ -136,7 +139,8 @@ def store(
     precondition(context.etag if context is not None else None)
     created = context is None
     if context is None:
-        context = FeatureContext(project_id=project_key, feature_id=feature_id)
+        # Its document columns: _write_prepared, below.
+        context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     _write_prepared(context, prepared)
     repository.save(context)
     _replace_handover_rows(session, context, prepared.document)
@@ -169,7 +173,7 @@ def patch(
     otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
     merge = jsondoc.load(raw, allow_nan=False)
     context, document = _locked(session, tenant, project, feature_id, precondition)
-    patched = feature_context.merge_patch(document, merge)
+    patched = jsondoc.merge_patch(document, merge)
     feature_context.check(patched)
     if feature_context.render(patched) == context.content:
         return context
@@ -245,9 +249,10 @@ def store_workflow(
     if workflow is not None and workflow.content == raw:
         # The same file again (a second push): nothing changes, not even its time.
         return workflow, "unchanged"
-    action = "created" if workflow is None else "replaced"
+    action: WorkflowAction = "created" if workflow is None else "replaced"
     if workflow is None:
-        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)
+        # Its document columns are set below.
+        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
     workflow.content = raw
     workflow.size_bytes = len(raw)
     workflow.etag = etag_of(raw)

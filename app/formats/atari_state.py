@@ -29,14 +29,13 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
-from app.formats.jsondoc import pointer
+from app.formats.jsondoc import INT64, pointer
 
 CURRENT_VERSION = 2
 KNOWN_VERSIONS = (1, 2)
-INT64 = range(-(2**63), 2**63)
 FILENAME = "state.json"
 BACKUP_FILENAME = "state.json.backup"
 # What Go writes for a zero time.Time.
@@ -385,11 +384,14 @@ def fresh(now: datetime) -> dict[str, Any]:
     }
 
 
+LoadOutcome = Literal["stored", "migrated", "reset"]
+
+
 @dataclass(frozen=True)
 class Loaded:
     """What atari's own load makes of a file: ``stored``, ``migrated`` or ``reset``."""
 
-    outcome: str
+    outcome: LoadOutcome
     state: dict[str, Any]
     reason: str
     file_version: int | None

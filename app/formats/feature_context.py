@@ -18,7 +18,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from app.formats import jsondoc
 from app.formats.errors import InvalidDocument
@@ -29,12 +29,11 @@ FILENAME = "context.json"
 PHASE_MAX_ATTEMPTS = {"design-l1": 3, "design-l2": 3, "design-l3": 4}
 PHASE_STATUSES = ("active", "limit_reached", "approved")
 SOURCE_STATUSES = ("pending", "in_progress", "completed")
-APPROVED = "APPROVED"
 # What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
-REVIEW_OUTCOMES = (APPROVED, "REJECTED_WITH_FEEDBACK", "REJECTED")
+ReviewOutcome = Literal["APPROVED", "REJECTED_WITH_FEEDBACK", "REJECTED"]
+APPROVED: ReviewOutcome = "APPROVED"
 # Agent names are indexed columns; a btree entry has a size limit, a name does not need one.
 MAX_AGENT_NAME = 256
-INT64_MAX = 2**63 - 1
 
 
 def tool_timestamp(moment: datetime) -> str:
@@ -265,28 +264,6 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 def render(document: dict[str, Any]) -> bytes:
     return jsondoc.dumps_indent2(document)
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396 JSON merge patch, applied in place where ``target`` is an object. A key that
-    is replaced keeps its place; a new key goes at the end of its object."""
-    try:
-        return _merge(target, patch)
-    except RecursionError as exc:
-        raise InvalidDocument("The merge patch is nested too deeply.", [("", "too deep")]) from exc
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    if not isinstance(target, dict):
-        target = {}
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        else:
-            target[key] = _merge(target.get(key), value)
-    return target
 
 
 @dataclass(frozen=True)

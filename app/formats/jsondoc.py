@@ -6,6 +6,11 @@ from typing import Any
 
 from app.formats.errors import InvalidDocument, MalformedDocument
 
+# The integers a BIGINT column (and Go's int64, and every 64-bit reader of these files) holds.
+INT64 = range(-(2**63), 2**63)
+INT64_MIN = INT64.start
+INT64_MAX = INT64.stop - 1
+
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
@@ -95,3 +100,25 @@ def dumps_indent2(document: Any) -> bytes:
 
 def pointer(*parts: str | int) -> str:
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch, applied in place where ``target`` is an object. A key that
+    is replaced keeps its place; a new key goes at the end of its object."""
+    try:
+        return _merge(target, patch)
+    except RecursionError as exc:
+        raise InvalidDocument("The merge patch is nested too deeply.", [("", "too deep")]) from exc
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge(target.get(key), value)
+    return target

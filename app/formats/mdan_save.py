@@ -70,7 +70,7 @@ def _token_percentage(doc: dict[str, Any], _now: datetime) -> float:
     total, limit = usage.get("total"), usage.get("limit")
     if _is_number(total) and _is_number(limit) and limit:
         try:
-            percentage = round(total / limit, 4)
+            percentage: float = round(total / limit, 4)
         except OverflowError:  # integers whose quotient no float holds
             return 0.0
         if math.isfinite(percentage):
@@ -152,9 +152,6 @@ SCHEMA = Spec(
         ),
     },
 )
-
-
-INT64 = range(-(2**63), 2**63)
 
 
 def _is_integer(value: Any) -> bool:
@@ -313,7 +310,7 @@ def _double_column(value: float | int) -> float | None:
 
 
 def _bigint_column(value: int) -> int | None:
-    return value if value in INT64 else None
+    return value if value in jsondoc.INT64 else None
 
 
 def summarize(document: dict[str, Any]) -> Summary:

@@ -13,7 +13,7 @@ fault is reported with a JSON Pointer.
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, overload
 
 from app.formats import jsondoc
 from app.formats.errors import InvalidDocument
@@ -102,7 +102,6 @@ ITEM_TIME_FIELD = {
 ITEM_CATEGORY_FIELD = {ItemKind.decision: "category", ItemKind.constraint: "type"}
 # Labels are indexed columns: bounded so that a B-tree entry always fits.
 MAX_LABEL_CHARS = 256
-INT64 = range(-(2**63), 2**63)
 
 _EXPECTED = {
     "text": "a string",
@@ -116,13 +115,17 @@ def _is_integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@overload
+def column_integer(value: int) -> int: ...
+@overload
+def column_integer(value: None) -> None: ...
 def column_integer(value: int | None) -> int | None:
     """A document's integer as a BIGINT column holds it: clamped to 64 bits, so that order
     and comparisons (newest first, expiry, features since) still hold; the file keeps the
     value as written."""
     if value is None:
         return None
-    return min(max(value, INT64.start), INT64.stop - 1)
+    return min(max(value, jsondoc.INT64_MIN), jsondoc.INT64_MAX)
 
 
 def _valid(kind: str, value: Any) -> bool:

@@ -38,7 +38,7 @@ HEADER_SCHEMA: dict[str, Any] = {
 TOOL_RESULT_KEYS = ("tool_call_id", "tool_name", "tool_result", "tool_error")
 # The epochs restore counts from (a non-negative 64-bit integer); a file may hold any
 # non-negative integer, as Python's int and json do.
-EPOCH_RANGE = range(0, 2**63)
+EPOCH_RANGE = range(0, jsondoc.INT64.stop)
 # A restore (AgentFactory.restore_agent) builds a new MemoryManager, whose snapshot starts at
 # epoch 1, and resets it once, from the cache or from memory: whatever epoch the cache held,
 # the snapshot autobyteus persists after a restore is at epoch 2.

@@ -138,7 +138,8 @@ def _redacted(response: Response) -> Response:
     if not response.headers.get("content-type", "").startswith("application/json"):
         return response
     found = Redactions()
-    document = redact_document(json.loads(response.body), found)
+    # bytes() of a bytes object is that object; Starlette types a body as bytes or memoryview.
+    document = redact_document(json.loads(bytes(response.body)), found)
     if found:
         response.body = dumps(document)
         response.headers["content-length"] = str(len(response.body))

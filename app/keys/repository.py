@@ -6,7 +6,7 @@ from sqlmodel import Session, col, select
 from app.core.pagination import SortKey, paginate
 from app.keys.models import ApiKey
 
-KEY_ORDER = [SortKey(ApiKey.created_at), SortKey(ApiKey.id)]  # type: ignore[arg-type]
+KEY_ORDER = [SortKey(ApiKey.created_at), SortKey(ApiKey.id)]
 
 # Built once: it runs in every request whose key the server remembered.
 _ACTIVE_KEY = select(literal(1)).where(

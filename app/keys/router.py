@@ -6,6 +6,7 @@ from app.core.body import ContextStoreRoute
 from app.core.deps import Admin, ReadSession, WriteSession
 from app.core.pagination import Cursor, Limit
 from app.core.schemas import Page
+from app.core.security import Scope
 from app.keys import service
 from app.keys.models import ApiKey
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
@@ -19,7 +20,7 @@ def _public(key: ApiKey) -> ApiKeyPublic:
     return ApiKeyPublic(
         id=key.id,
         tenant=key.tenant,
-        scopes=key.scopes.split(","),
+        scopes=[Scope(name) for name in key.scopes.split(",")],
         name=key.name,
         prefix=key.prefix,
         created_at=key.created_at,

@@ -46,7 +46,7 @@ CONSTRAINT: dict[str, Any] = {
 }
 
 # What each item route is called, its file, its example and a change a person would make.
-_ITEMS = {
+_ITEMS: dict[str, tuple[str, str, dict[str, Any], dict[str, Any]]] = {
     "decisions": (
         "decision",
         "key-decisions.json",

@@ -4,23 +4,36 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, bindparam, func, insert, literal_column, text, update
-from sqlalchemy import select as sa_select
+import sqlalchemy
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Row,
+    bindparam,
+    func,
+    insert,
+    literal_column,
+    text,
+    update,
+)
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.core.db import table_of
 from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.storage.repository import ProjectScopedRepository
 
-RANKING_COLUMNS = (
+# The columns a ranking reads (statements are immutable: each use adds to a copy). SQLAlchemy's
+# select(): SQLModel's is typed for four columns at most.
+SELECT_RANKABLE = sqlalchemy.select(
     col(MemoryItem.id),
     col(MemoryItem.position),
     col(MemoryItem.feature_id),
     col(MemoryItem.timestamp),
     col(MemoryItem.search_text),
 )
-NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]  # type: ignore[arg-type]
+NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
 WORD = re.compile(r"\w+")
 
 
@@ -75,19 +88,20 @@ class FileStyleRepository(ProjectScopedRepository[MemoryFileStyle]):
 
 def _new_item_context_statement() -> Any:
     items, summaries, styles = (
-        MemoryItem.__table__.c,  # type: ignore[attr-defined]
-        MemorySummary.__table__.c,  # type: ignore[attr-defined]
-        MemoryFileStyle.__table__.c,  # type: ignore[attr-defined]
+        table_of(MemoryItem).c,
+        table_of(MemorySummary).c,
+        table_of(MemoryFileStyle).c,
     )
-    project_id, kind = bindparam("project_id"), bindparam("kind")
+    project_id: BindParameter[int] = bindparam("project_id")
+    kind: BindParameter[str] = bindparam("kind")
     of_kind = (items.project_id == project_id, items.kind == kind)
-    return sa_select(
-        sa_select(items.id).where(*of_kind, items.item_id == bindparam("item_id")).exists(),
-        sa_select(func.max(items.position)).where(*of_kind).scalar_subquery(),
-        sa_select(summaries.total_features_completed)
+    return sqlalchemy.select(
+        sqlalchemy.select(items.id).where(*of_kind, items.item_id == bindparam("item_id")).exists(),
+        sqlalchemy.select(func.max(items.position)).where(*of_kind).scalar_subquery(),
+        sqlalchemy.select(summaries.total_features_completed)
         .where(summaries.project_id == project_id)
         .scalar_subquery(),
-        sa_select(styles.style)
+        sqlalchemy.select(styles.style)
         .where(styles.project_id == project_id, styles.kind == kind)
         .scalar_subquery(),
     )
@@ -97,7 +111,7 @@ def _new_item_context_statement() -> Any:
 # classes, whose bulk-insert path around one row cost as much again), and run on the session's
 # connection with their values bound per call.
 NEW_ITEM_CONTEXT = _new_item_context_statement()
-INSERT_ITEM = insert(MemoryItem.__table__)  # type: ignore[arg-type]
+INSERT_ITEM = insert(table_of(MemoryItem))
 
 
 class ItemRepository(ProjectScopedRepository[MemoryItem]):
@@ -150,7 +164,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
     ) -> list[Row[Any]]:
         """As ``newest``, but only the columns a ranking reads, not the documents: the pack
         ranks up to a thousand items to keep five."""
-        statement = self._newest(select(*RANKING_COLUMNS), project_id, kind, limit, feature_id)
+        statement = self._newest(SELECT_RANKABLE, project_id, kind, limit, feature_id)
         return list(self.session.execute(statement))
 
     def items(self, ids: Sequence[int]) -> list[MemoryItem]:

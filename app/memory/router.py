@@ -13,10 +13,11 @@ from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.formats import jsondoc
-from app.formats.project_memory import INT64, ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
+from app.formats.jsondoc import INT64_MAX, INT64_MIN
+from app.formats.project_memory import ITEM_REQUIRED, SUMMARY_REQUIRED, ItemKind, Style
 from app.memory import service
 from app.memory.pack import ConstraintsOverBudget
 from app.memory.repository import WORD, ItemFilter
@@ -54,14 +55,14 @@ StyleQuery = Annotated[
     Style | None,
     Query(description="Key style of the export; default: the style the file was written in."),
 ]
-EpochMs = Annotated[int | None, Query(ge=INT64.start, le=INT64.stop - 1)]
+EpochMs = Annotated[int | None, Query(ge=INT64_MIN, le=INT64_MAX)]
 Text = Annotated[str | None, Query(min_length=1, max_length=1000)]
 Search = Annotated[
     str | None, Query(min_length=1, max_length=1000, description="Full-text search (all words).")
 ]
 IncludeArchived = Annotated[bool, Query(description="Also list archived items.")]
 
-JSON_FILE = {
+JSON_FILE: ResponsesDoc = {
     200: {
         "description": "The file exactly as the Context Agent writes it.",
         "content": {"application/json": {"schema": {}}},

@@ -131,7 +131,7 @@ def store_summary(
     content = codec.render(document, style)
     created = row is None
     if row is None:
-        row = MemorySummary(project_id=write.project_id)
+        row = MemorySummary(project_id=write.project_id)  # type: ignore[call-arg]  # set below
     set_content(row, content)
     row.style = style.value
     row.content_tokens = counted
@@ -330,19 +330,6 @@ def create_item(write: Write, kind: ItemKind, raw: bytes) -> CreatedItem:
     return CreatedItem(fields | {"filled": filled}, stored["etag"])
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7396: objects merge, null removes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
 def patch_item(
     write: Write, kind: ItemKind, item_id: str, raw: bytes, precondition: Precondition
 ) -> tuple[MemoryItemPublic, str]:
@@ -351,7 +338,7 @@ def patch_item(
     current = _document(item)
     # The patch may name documented keys in either style; they apply to the item's own.
     style = codec.detect_style(current) or Style.camel
-    document = merge_patch(current, codec.in_style(patch, style))
+    document = jsondoc.merge_patch(current, codec.in_style(patch, style))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The patched {kind.value} is not valid.", faults)
     if document["id"] != item.item_id:
@@ -415,7 +402,10 @@ def store_items_file(
     style = detected or old_style
     mark = _features_completed(write.session, pid)
     for position, document in enumerate(documents):
-        item = existing.pop(document["id"], None) or MemoryItem(project_id=pid, features_mark=mark)
+        item = existing.pop(document["id"], None)
+        if item is None:
+            # A new item's other columns: below, and _set_document.
+            item = MemoryItem(project_id=pid, features_mark=mark)  # type: ignore[call-arg]
         item.position = position
         item.archived_at = None
         _set_document(item, kind, document)

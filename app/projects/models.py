@@ -23,6 +23,6 @@ class Project(SQLModel, table=True):
     last_save_number: int = Field(sa_column=Column(BigInteger, server_default="0", nullable=False))
 
 
-def project_id_column() -> Column:  # type: ignore[type-arg]
+def project_id_column() -> "Column[int]":
     """The column by which a resource belongs to a project, and is deleted with it."""
     return Column(ForeignKey("projects.id", ondelete="CASCADE"), nullable=False)

@@ -1,20 +1,21 @@
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Insert, bindparam, func, update
+from sqlalchemy import BindParameter, Insert, bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
+from app.core.db import table_of
 from app.core.pagination import SortKey, paginate
 from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
 
-PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]  # type: ignore[arg-type]
+PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]
 
 
 def _touch_statement(dialect: type[sqlite.Insert] | type[postgresql.Insert]) -> Insert:
-    now = bindparam("now")
-    table = Project.__table__
+    now: BindParameter[datetime] = bindparam("now")
+    table = table_of(Project)
     return (
         dialect(table)
         .values(
@@ -80,6 +81,7 @@ class ProjectRepository:
         if not project_ids:
             return counts
         for resource, model in PROJECT_RESOURCES.items():
+            # Every model in PROJECT_RESOURCES has project_id; the mapping is typed as SQLModel's.
             project_column = col(model.project_id)  # type: ignore[attr-defined]
             statement = (
                 select(project_column, func.count())

@@ -1,10 +1,10 @@
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunCountedSession, RunState
 
-RECENTLY_WRITTEN_FIRST = [SortKey(RunState.modified_at), SortKey(RunState.id)]  # type: ignore[arg-type]
+RECENTLY_WRITTEN_FIRST = [SortKey(RunState.modified_at), SortKey(RunState.id)]
 
 
 class RunRepository:
@@ -38,6 +38,6 @@ class RunRepository:
             conflict_insert(self.session, RunCountedSession)
             .values(run_state_id=run_state_id, session_id=session_id)
             .on_conflict_do_nothing()
-            .returning(RunCountedSession.session_id)  # type: ignore[arg-type]
+            .returning(col(RunCountedSession.session_id))
         )
         return self.session.execute(statement).scalar_one_or_none() is not None

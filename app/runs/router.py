@@ -8,7 +8,7 @@ from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.formats import atari_state
 from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
@@ -25,14 +25,14 @@ from app.runs.schemas import (
 
 router = APIRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
 
-STATE_FILE = {
+STATE_FILE: ResponsesDoc = {
     200: {
         "description": "`.atari/state.json` exactly as atari's Go writer writes it.",
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
 }
-BACKUP_FILE = {
+BACKUP_FILE: ResponsesDoc = {
     200: {
         "description": "The bytes `state:load` set aside, exactly as they came.",
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},

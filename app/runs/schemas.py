@@ -13,9 +13,8 @@ from pydantic import (
 )
 
 from app.core.constraints import IDENTIFIER_PATTERN, StorableStr
-from app.formats.atari_state import INT64, is_rfc3339, is_text
-
-MAX_INT64 = INT64.stop - 1
+from app.formats.atari_state import LoadOutcome, is_rfc3339, is_text
+from app.formats.jsondoc import INT64_MAX
 
 
 def _text(value: str) -> str:
@@ -61,7 +60,7 @@ class StateReceipt(RunSummary):
 
 
 class LoadResult(BaseModel):
-    outcome: Literal["stored", "migrated", "reset"]
+    outcome: LoadOutcome
     reason: str
     file_version: int | None = Field(description="The file's version; null if unreadable.")
     backup_size: int | None = Field(description="Bytes set aside as the backup on a reset.")
@@ -86,7 +85,7 @@ class IterationStart(BaseModel):
 
     bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
     attempt: StrictInt | None = Field(
-        default=None, ge=0, le=MAX_INT64, description="Attempt number; default the entry's + 1."
+        default=None, ge=0, le=INT64_MAX, description="Attempt number; default the entry's + 1."
     )
     at: str | None = Field(default=None, description="RFC 3339, kept as given; default now.")
 
@@ -105,7 +104,7 @@ class IterationEnd(BaseModel):
     cost: StrictFloat = Field(
         default=0.0, ge=0, allow_inf_nan=False, description="USD, added once."
     )
-    turns: StrictInt = Field(default=0, ge=0, le=MAX_INT64, description="Added once per session.")
+    turns: StrictInt = Field(default=0, ge=0, le=INT64_MAX, description="Added once per session.")
 
     @model_validator(mode="after")
     def _error_only_on_failure(self) -> Self:

@@ -10,7 +10,7 @@ from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
 from app.core.errors import Conflict, NotFound
-from app.formats import atari_state
+from app.formats import atari_state, jsondoc
 from app.projects.service import project_id, touch_project
 from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState
@@ -135,7 +135,8 @@ def put_state(
     state, notes = atari_state.parse(raw)
     repository, row, owner = _lock(session, tenant, project, run, precondition)
     created = row is None
-    row = _store(repository, row or RunState(project_id=owner, run=run), state)
+    # A new row's document columns: _store.
+    row = _store(repository, row or RunState(project_id=owner, run=run), state)  # type: ignore[call-arg]
     return StateReceipt(**summary(row).model_dump(), notices=_notices(notes)), created
 
 
@@ -176,12 +177,13 @@ def store_load(
 ) -> LoadResult:
     loaded = prepared.loaded
     repository, row, owner = _lock(session, tenant, project, run, lambda _etag: None)
-    row = row or RunState(project_id=owner, run=run)
+    # A new row's document columns: _store_rendered.
+    row = row or RunState(project_id=owner, run=run)  # type: ignore[call-arg]
     if prepared.backup is not None:
         _set_backup(row, prepared.backup)
     row = _store_rendered(repository, row, prepared.rendered)
     return LoadResult(
-        outcome=loaded.outcome,  # type: ignore[arg-type]
+        outcome=loaded.outcome,
         reason=loaded.reason,
         file_version=loaded.file_version,
         backup_size=len(row.backup or b"") if prepared.backup is not None else None,
@@ -236,7 +238,7 @@ def _entry(state: dict[str, Any], bead_id: str) -> BeadEntry:
 
 
 def _incremented(value: int, by: int, name: str) -> int:
-    if value + by not in atari_state.INT64:
+    if value + by not in jsondoc.INT64:
         raise Conflict(f"{name} would no longer fit in a 64-bit integer.")
     return value + by
 
@@ -271,7 +273,8 @@ def start_iteration(
     )
     entry["last_attempt"] = start.at or atari_state.go_time(now)
     state["updated_at"] = atari_state.go_time(now)
-    row = _store(repository, row or RunState(project_id=owner, run=run), state)
+    # A new row's document columns: _store.
+    row = _store(repository, row or RunState(project_id=owner, run=run), state)  # type: ignore[call-arg]
     return IterationResult(state=summary(row), entry=_entry(state, start.bead_id))
 
 

@@ -11,7 +11,7 @@ from app.storage.repository import ProjectScopedRepository
 
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
-NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]  # type: ignore[arg-type]
+NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
 
 Position = tuple[datetime, int]
 """Where a save stands among its project's saves: its ``timestamp``, then its ``number``."""

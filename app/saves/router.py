@@ -9,7 +9,7 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
-from app.core.responses import document_response
+from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
@@ -22,7 +22,7 @@ router = APIRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=
 # Save files carry whole agent histories: their import takes the bulk body limit.
 bulk_router = APIRouter(route_class=BulkBodyRoute)
 
-SAVE_FILE = {
+SAVE_FILE: ResponsesDoc = {
     200: {
         "description": "The save file exactly as MDAN-AUTO writes it.",
         "content": {"application/json": {"schema": {"type": "object"}}},

@@ -3,7 +3,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, StrictInt
 
-from app.core.constraints import INT64_MAX
+from app.formats import jsondoc
 
 
 class SaveWarning(BaseModel):
@@ -52,7 +52,7 @@ class SaveSummary(BaseModel):
 
 class PruneRequest(BaseModel):
     keep_latest: StrictInt = Field(
-        ge=0, le=INT64_MAX, description="How many of the newest saves to keep."
+        ge=0, le=jsondoc.INT64_MAX, description="How many of the newest saves to keep."
     )
 
 

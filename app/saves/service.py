@@ -102,7 +102,7 @@ class Stored:
 
 def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Stored:
     repository = SaveRepository(write.session)
-    save = Save(
+    save = Save(  # type: ignore[call-arg]  # the file's columns: _store_file, below
         project_id=write.project_id,
         number=ProjectRepository(write.session).next_save_number(write.project_id),
         filename=prepared.filename,

@@ -104,36 +104,6 @@ def test_numbers_python_writes_are_kept():
     assert feature_context.render(feature_context.parse(raw)) == raw
 
 
-# RFC 7396, Appendix A.
-@pytest.mark.parametrize(
-    ("target", "patch", "result"),
-    [
-        ({"a": "b"}, {"a": "c"}, {"a": "c"}),
-        ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
-        ({"a": "b"}, {"a": None}, {}),
-        ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
-        ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
-        ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
-        ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
-        ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
-        (["a", "b"], ["c", "d"], ["c", "d"]),
-        ({"a": "b"}, ["c"], ["c"]),
-        ({"a": "foo"}, None, None),
-        ({"a": "foo"}, "bar", "bar"),
-        ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
-        ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
-        ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
-    ],
-)
-def test_merge_patch_follows_rfc_7396(target, patch, result):
-    assert feature_context.merge_patch(target, patch) == result
-
-
-def test_merge_patch_keeps_key_order():
-    patched = feature_context.merge_patch({"a": 1, "b": 2, "c": 3}, {"b": 20, "d": 4})
-    assert list(patched) == ["a", "b", "c", "d"]
-
-
 def test_handovers_are_read_for_the_index():
     document = json.loads(golden_bytes("sdd-context-tool-written.json"))
     handovers = feature_context.handovers(document)
