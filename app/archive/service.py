@@ -138,13 +138,15 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
         add(
             layout.context_path(feature),
             updated_at,
-            lambda s, f=feature: features.get(s, tenant, project, f).content,
+            lambda s, f=feature: features.download(s, tenant, project, features.CONTEXT, f).content,
         )
     for feature, updated_at in contents.workflows():
         add(
             layout.workflow_path(feature),
             updated_at,
-            lambda s, f=feature: features.get_workflow(s, tenant, project, f).content,
+            lambda s, f=feature: (
+                features.download(s, tenant, project, features.WORKFLOW, f).content
+            ),
         )
     if (summary_at := contents.summary_time()) is not None:
         add(
@@ -460,17 +462,13 @@ class Importer:
         return Outcome(200, "replaced", summary.model_dump(mode="json"))
 
     def feature_context(self, feature: str, prepared: features.PreparedContext) -> Outcome:
-        context, created = features.store(
-            self.session, self.tenant, self.project, feature, prepared, _no_precondition
-        )
+        context, created = features.store_context(self.write, feature, prepared, _no_precondition)
         summary = FeatureSummary.model_validate(context, from_attributes=True)
         action = "created" if created else "replaced"
         return Outcome(201 if created else 200, action, summary.model_dump(mode="json"))
 
     def feature_workflow(self, feature: str, checked: bytes) -> Outcome:
-        workflow, action = features.store_workflow(
-            self.session, self.tenant, self.project, feature, checked, _no_precondition
-        )
+        workflow, action = features.store_workflow(self.write, feature, checked, _no_precondition)
         summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
         return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
 
