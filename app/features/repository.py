@@ -12,10 +12,11 @@ CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureCont
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]  # type: ignore[arg-type]
 
 # A handover's append is a hot path: its two statements are built once, their values bound per
-# call, with no unit of work.
+# call, on the tables (no ORM unit of work, nor ORM bulk insert).
+CONTEXTS = FeatureContext.__table__
 STORE_CONTEXT = (
-    update(FeatureContext)
-    .where(col(FeatureContext.id) == bindparam("context_id"))
+    update(CONTEXTS)
+    .where(CONTEXTS.c.id == bindparam("context_id"))
     .values(
         {
             name: bindparam(name)
@@ -31,7 +32,7 @@ STORE_CONTEXT = (
         }
     )
 )
-INSERT_HANDOVERS = insert(Handover)
+INSERT_HANDOVERS = insert(Handover.__table__)
 
 
 class FeatureRepository(ProjectScopedRepository[FeatureContext]):

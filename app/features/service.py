@@ -7,7 +7,7 @@ so that the list of handovers always says what the contexts say.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
@@ -76,7 +76,7 @@ def _locked_or_new(
     return row, False
 
 
-def _set_file(row: FeatureContext | FeatureWorkflow, content: bytes) -> None:
+def _set_file(row: "FeatureContext | FeatureWorkflow | StoredContext", content: bytes) -> None:
     set_content(row, content)
     row.size_bytes = len(content)
 
@@ -120,7 +120,20 @@ def prepare_context(raw: bytes) -> PreparedContext:
     return _prepared(feature_context.parse(raw))
 
 
-def _set_context(context: FeatureContext, prepared: PreparedContext) -> None:
+@dataclass
+class StoredContext:
+    """A context's document as stored: the columns ``FeatureRepository.store`` sets."""
+
+    content: bytes = b""
+    etag: str = ""
+    updated_at: datetime = datetime.min
+    size_bytes: int = 0
+    current_phase: str | None = None
+    intervention_required: bool = False
+    blocked_task: str | None = None
+
+
+def _set_context(context: FeatureContext | StoredContext, prepared: PreparedContext) -> None:
     """Store the document in the row, and every column read from it."""
     breaker_state = prepared.document.get("circuit_breaker", {})
     _set_file(context, prepared.content)
@@ -244,13 +257,15 @@ def append_handover(
     history = document.setdefault("handover_notes", {}).setdefault("history", [])
     history.append(note)
     document["last_updated"] = now
-    _set_context(context, _prepared(document))
-    FeatureRepository(write.session).add(context)
+    stored = StoredContext()
+    _set_context(stored, _prepared(document))
+    assert context.id is not None
+    FeatureRepository(write.session).store(context.id, asdict(stored))
     index = len(history) - 1
     HandoverRepository(write.session).insert(
         [_handover_values(context, feature_context.handover(index, note))]
     )
-    return Appended(index, note, now, context.etag)
+    return Appended(index, note, now, stored.etag)
 
 
 def list_handovers(
