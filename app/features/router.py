@@ -2,7 +2,6 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
@@ -21,7 +20,6 @@ from app.features.schemas import (
     HandoverCreate,
     HandoverItem,
     ReviewCreate,
-    WorkflowSummary,
 )
 from app.formats import feature_context, jsondoc
 from app.storage.route import IdempotentWritesDep, Writes, WritesDep
@@ -31,12 +29,19 @@ router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
 )
 
-CONTEXT_FILE = {
-    200: {
-        "description": "`context.json` exactly as sdd-unified writes it.",
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    },
-}
+Responses = dict[int | str, dict[str, Any]]
+
+
+def _json_file(description: str) -> Responses:
+    return {
+        200: {
+            "description": description,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    }
+
+
+CONTEXT_FILE = _json_file("`context.json` exactly as sdd-unified writes it.")
 
 
 def _column_text(description: str) -> Any:
@@ -56,6 +61,15 @@ def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None =
     )
 
 
+def _document(context: FeatureContext, status_code: int, **headers: str) -> Response:
+    return Response(
+        content=context.content,
+        status_code=status_code,
+        media_type="application/json",
+        headers={"ETag": context.etag, **headers},
+    )
+
+
 def _url(project: str, feature: str, file: str) -> str:
     return f"/v1/projects/{project}/features/{feature}/{file}"
 
@@ -64,14 +78,12 @@ def _summary(context: FeatureContext) -> FeatureSummary:
     return FeatureSummary.model_validate(context, from_attributes=True)
 
 
-def _stored(summary: BaseModel, etag: str, created: bool, location: str) -> Response:
-    """What a PUT of a feature's file answers: 201 with its Location when it created it."""
-    headers = {"ETag": etag} | ({"Location": location} if created else {})
-    return _json(summary.model_dump(mode="json"), 201 if created else 200, headers)
-
-
 def _delete(
-    writes: Writes, project: str, file: service.FeatureFile[Any], feature: str, request: Request
+    writes: Writes,
+    project: str,
+    file: service.FeatureFile[Any, Any],
+    feature: str,
+    request: Request,
 ) -> Response:
     precondition = if_match(request)
 
@@ -80,6 +92,63 @@ def _delete(
         return Response(status_code=204)
 
     return writes.run(project, change)
+
+
+def _add_file_routes(
+    name: str,
+    file: service.FeatureFile[Any, Any],
+    responses: Responses,
+    *,
+    exported: str,
+    stored: str,
+) -> None:
+    """The GET and the PUT of a feature's file, ``features/{feature}/{name}``."""
+    path = f"/features/{{feature}}/{name}"
+
+    @router.get(
+        path,
+        response_class=Response,
+        responses=responses | {304: {"description": "Unchanged (If-None-Match)."}},
+        name=f"export_{name}",
+        description=exported,
+    )
+    def export(
+        project: ProjectName,
+        feature: FeatureName,
+        request: Request,
+        session: ReadSession,
+        principal: Reader,
+    ) -> Response:
+        download = service.download(session, principal.tenant, project, file, feature)
+        return document_response(request, download)
+
+    @router.put(
+        path,
+        response_model=file.summary,
+        responses={201: {"description": "Created.", "model": file.summary}},
+        openapi_extra=raw_body("application/json", schema={"type": "object"}),
+        name=f"import_{name}",
+        description=stored,
+    )
+    def store(
+        project: ProjectName,
+        feature: FeatureName,
+        request: Request,
+        raw: RawBody,
+        writes: WritesDep,
+    ) -> Response:
+        precondition = if_match_or_create_only(request)
+        prepared = file.prepare(raw)
+
+        def change(write: Write) -> Response:
+            row, created = file.store(write, feature, prepared, precondition)
+            summary = file.summary.model_validate(row, from_attributes=True)
+            headers = {"ETag": row.etag}
+            if created:
+                headers["Location"] = _url(project, feature, name)
+            return _json(summary.model_dump(mode="json"), 201 if created else 200, headers)
+
+        return writes.run(project, change)
 
 
 @router.post(
@@ -96,12 +165,7 @@ def create_feature(
 
     def change(write: Write) -> Response:
         context = service.create(write, body.feature_id)
-        return Response(
-            content=context.content,
-            status_code=201,
-            media_type="application/json",
-            headers={"ETag": context.etag, "Location": _url(project, body.feature_id, "context")},
-        )
+        return _document(context, 201, Location=_url(project, body.feature_id, "context"))
 
     return writes.run(project, change)
 
@@ -132,44 +196,16 @@ def list_features(
     return Page(items=[_summary(c) for c in contexts], next_cursor=next_cursor)
 
 
-@router.get(
-    "/features/{feature}/context",
-    response_class=Response,
-    responses=CONTEXT_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+_add_file_routes(
+    "context",
+    service.CONTEXT,
+    CONTEXT_FILE,
+    exported="`context.json` exactly: `json.dumps(context, indent=2)`.",
+    stored="""Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
+a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
+every documented field that is present in its documented shape; anything else is kept.
+Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`.""",
 )
-def export_context(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: ReadSession,
-    principal: Reader,
-) -> Response:
-    """`context.json` exactly: `json.dumps(context, indent=2)`."""
-    file = service.download(session, principal.tenant, project, service.CONTEXT, feature)
-    return document_response(request, file)
-
-
-@router.put(
-    "/features/{feature}/context",
-    response_model=FeatureSummary,
-    responses={201: {"description": "Created.", "model": FeatureSummary}},
-    openapi_extra=raw_body("application/json", schema={"type": "object"}),
-)
-def import_context(
-    project: ProjectName, feature: FeatureName, request: Request, raw: RawBody, writes: WritesDep
-) -> Response:
-    """Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
-    a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
-    every documented field that is present in its documented shape; anything else is kept.
-    Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`."""
-    precondition = if_match_or_create_only(request)
-    prepared = service.prepare_context(raw)
-
-    def change(write: Write) -> Response:
-        context, created = service.store_context(write, feature, prepared, precondition)
-        return _stored(_summary(context), context.etag, created, _url(project, feature, "context"))
-
-    return writes.run(project, change)
 
 
 @router.patch(
@@ -191,12 +227,7 @@ def patch_context(
     precondition = if_match(request)
 
     def change(write: Write) -> Response:
-        context = service.patch(write, feature, merge, precondition)
-        return Response(
-            content=context.content,
-            media_type="application/json",
-            headers={"ETag": context.etag},
-        )
+        return _document(service.patch(write, feature, merge, precondition), 200)
 
     return writes.run(project, change)
 
@@ -210,53 +241,15 @@ def delete_context(
     return _delete(writes, project, service.CONTEXT, feature, request)
 
 
-WORKFLOW_FILE = {
-    200: {
-        "description": "`workflow.json` exactly as it was stored.",
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    },
-}
-
-
-@router.get(
-    "/features/{feature}/workflow",
-    response_class=Response,
-    responses=WORKFLOW_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+_add_file_routes(
+    "workflow",
+    service.WORKFLOW,
+    _json_file("`workflow.json` exactly as it was stored."),
+    exported="The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored.",
+    stored="""Store `workflow.json` exactly as sent (201 created, 200 replaced): any JSON object,
+never rewritten. It needs no context (the orchestrator writes it first). Honours
+`If-Match` and `If-None-Match: *`.""",
 )
-def export_workflow(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: ReadSession,
-    principal: Reader,
-) -> Response:
-    """The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored."""
-    file = service.download(session, principal.tenant, project, service.WORKFLOW, feature)
-    return document_response(request, file)
-
-
-@router.put(
-    "/features/{feature}/workflow",
-    response_model=WorkflowSummary,
-    responses={201: {"description": "Created.", "model": WorkflowSummary}},
-    openapi_extra=raw_body("application/json", schema={"type": "object"}),
-)
-def import_workflow(
-    project: ProjectName, feature: FeatureName, request: Request, raw: RawBody, writes: WritesDep
-) -> Response:
-    """Store `workflow.json` exactly as sent (201 created, 200 replaced): any JSON object,
-    never rewritten. It needs no context (the orchestrator writes it first). Honours
-    `If-Match` and `If-None-Match: *`."""
-    precondition = if_match_or_create_only(request)
-    content = service.prepare_workflow(raw)
-
-    def change(write: Write) -> Response:
-        workflow, action = service.store_workflow(write, feature, content, precondition)
-        summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
-        created = action == "created"
-        return _stored(summary, workflow.etag, created, _url(project, feature, "workflow"))
-
-    return writes.run(project, change)
 
 
 @router.delete("/features/{feature}/workflow", status_code=204, response_class=Response)
@@ -329,7 +322,7 @@ def list_handovers(
 
 
 def _breaker_response(
-    feature: str, change: breaker.Change, context: FeatureContext, status_code: int
+    feature: str, change: breaker.Change, etag: str, status_code: int
 ) -> Response:
     result = BreakerChange(
         feature_id=feature,
@@ -339,7 +332,7 @@ def _breaker_response(
         last_updated=change.last_updated,
         added=change.added,
     )
-    return _json(result.model_dump(), status_code, {"ETag": context.etag})
+    return _json(result.model_dump(), status_code, {"ETag": etag})
 
 
 @router.post("/features/{feature}/reviews", status_code=201, response_model=BreakerChange)
@@ -363,8 +356,8 @@ def record_review(
     precondition = if_match(request)
 
     def change(write: Write) -> Response:
-        done, context = service.review(write, feature, review, precondition)
-        return _breaker_response(feature, done, context, 201)
+        done, etag = service.review(write, feature, review, precondition)
+        return _breaker_response(feature, done, etag, 201)
 
     return writes.run(project, change)
 
@@ -379,7 +372,7 @@ def reset_circuit_breaker(
     precondition = if_match(request)
 
     def change(write: Write) -> Response:
-        done, context = service.reset_breaker(write, feature, precondition)
-        return _breaker_response(feature, done, context, 200)
+        done, etag = service.reset_breaker(write, feature, precondition)
+        return _breaker_response(feature, done, etag, 200)
 
     return writes.run(project, change)

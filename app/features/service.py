@@ -9,8 +9,9 @@ so that the list of handovers always says what the contexts say.
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
 from sqlmodel import Session
 
 from app.core import redaction
@@ -21,6 +22,7 @@ from app.core.errors import Conflict, NotFound
 from app.features import breaker
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.features.repository import FeatureRepository, HandoverRepository, WorkflowRepository
+from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import feature_context, feature_workflow, jsondoc
 from app.projects.service import project_id
 from app.redaction import Redactions
@@ -28,35 +30,29 @@ from app.storage.repository import ProjectScopedRepository
 from app.storage.writes import Write
 
 FileRow = TypeVar("FileRow", FeatureContext, FeatureWorkflow)
+Prepared = TypeVar("Prepared")
 
 
 @dataclass(frozen=True)
-class FeatureFile(Generic[FileRow]):
+class FeatureFile(Generic[FileRow, Prepared]):
     """A document a feature keeps whole, one row a feature: its ``context.json`` (the feature
-    itself) or its ``workflow.json``."""
+    itself) or its ``workflow.json``. Both are downloaded, stored and deleted alike; ``prepare``
+    is what storing one does without the database, ``store`` the write (True: created)."""
 
     filename: str
     model: type[FileRow]
     repository: type[ProjectScopedRepository[FileRow]]
+    summary: type[BaseModel]
     missing: str
+    prepare: Callable[[bytes], Prepared]
+    store: Callable[[Write, str, Prepared, Precondition], tuple[FileRow, bool]]
 
     def not_found(self, feature_id: str) -> NotFound:
         return NotFound(self.missing.format(feature_id))
 
 
-CONTEXT = FeatureFile(
-    feature_context.FILENAME, FeatureContext, FeatureRepository, "No feature {!r} in this project."
-)
-WORKFLOW = FeatureFile(
-    feature_workflow.FILENAME,
-    FeatureWorkflow,
-    WorkflowRepository,
-    "Feature {!r} has no workflow.json in this project.",
-)
-
-
 def download(
-    session: Session, tenant: str, project: str, file: FeatureFile[Any], feature_id: str
+    session: Session, tenant: str, project: str, file: FeatureFile[Any, Any], feature_id: str
 ) -> Download:
     """The feature's file, byte for byte as stored."""
     row = file.repository(session).get(project_id(session, tenant, project), feature_id)
@@ -66,7 +62,10 @@ def download(
 
 
 def _locked_or_new(
-    write: Write, file: FeatureFile[FileRow], feature_id: str, precondition: Precondition | None
+    write: Write,
+    file: FeatureFile[FileRow, Any],
+    feature_id: str,
+    precondition: Precondition | None,
 ) -> tuple[FileRow, bool]:
     """The feature's row of ``file``, locked, the precondition checked against it; a new row
     (and True) when the feature has none."""
@@ -82,7 +81,7 @@ def _set_file(row: "FeatureContext | FeatureWorkflow | StoredContext", content: 
 
 
 def delete(
-    write: Write, file: FeatureFile[Any], feature_id: str, precondition: Precondition
+    write: Write, file: FeatureFile[Any, Any], feature_id: str, precondition: Precondition
 ) -> None:
     """Delete the feature's file. Its context is the feature: its handovers go with it (ON
     DELETE CASCADE), and so does its workflow.json."""
@@ -122,7 +121,8 @@ def prepare_context(raw: bytes) -> PreparedContext:
 
 @dataclass
 class StoredContext:
-    """A context's document as stored: the columns ``FeatureRepository.store`` sets."""
+    """A context's document as stored, by value: the columns ``FeatureRepository.store`` sets
+    (``_set_context`` fills them in)."""
 
     content: bytes = b""
     etag: str = ""
@@ -154,6 +154,17 @@ def _handover_values(context: FeatureContext, handover: feature_context.Handover
         "to_agent": handover.to_agent,
         "note": feature_context.note_bytes(handover.note),
     }
+
+
+def _rewrite(write: Write, context: FeatureContext, document: dict[str, Any]) -> str:
+    """Store a change to an existing context's document that leaves its history as indexed
+    (a note appended to it aside), by value: one prebuilt UPDATE, no unit of work (``context``
+    keeps the version it was read at). Returns the new ETag."""
+    stored = StoredContext()
+    _set_context(stored, _prepared(document))
+    assert context.id is not None
+    FeatureRepository(write.session).store(context.id, asdict(stored))
+    return stored.etag
 
 
 def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> None:
@@ -257,15 +268,12 @@ def append_handover(
     history = document.setdefault("handover_notes", {}).setdefault("history", [])
     history.append(note)
     document["last_updated"] = now
-    stored = StoredContext()
-    _set_context(stored, _prepared(document))
-    assert context.id is not None
-    FeatureRepository(write.session).store(context.id, asdict(stored))
+    etag = _rewrite(write, context, document)
     index = len(history) - 1
     HandoverRepository(write.session).insert(
         [_handover_values(context, feature_context.handover(index, note))]
     )
-    return Appended(index, note, now, stored.etag)
+    return Appended(index, note, now, etag)
 
 
 def list_handovers(
@@ -299,17 +307,17 @@ def _operate(
     feature_id: str,
     precondition: Precondition,
     operation: Callable[[dict[str, Any], str], breaker.Change],
-) -> tuple[breaker.Change, FeatureContext]:
+) -> tuple[breaker.Change, str]:
+    """The operation on the context's document, stored; what it did, and the new ETag."""
     context = _existing(write, feature_id, precondition)
     document = _document(context)
     change = operation(document, _now_text())
-    _set_context(context, _prepared(document))
-    return change, FeatureRepository(write.session).add(context)
+    return change, _rewrite(write, context, document)
 
 
 def review(
     write: Write, feature_id: str, outcome: breaker.Review, precondition: Precondition
-) -> tuple[breaker.Change, FeatureContext]:
+) -> tuple[breaker.Change, str]:
     return _operate(
         write,
         feature_id,
@@ -320,14 +328,12 @@ def review(
 
 def reset_breaker(
     write: Write, feature_id: str, precondition: Precondition
-) -> tuple[breaker.Change, FeatureContext]:
+) -> tuple[breaker.Change, str]:
     return _operate(write, feature_id, precondition, breaker.reset)
 
 
 # workflow.json: the feature's task graph, kept byte for byte. It needs no context: the
 # orchestrator reads workflow.json before it creates context.json.
-
-WorkflowAction = Literal["created", "replaced", "unchanged"]
 
 
 def prepare_workflow(raw: bytes) -> bytes:
@@ -341,12 +347,34 @@ def prepare_workflow(raw: bytes) -> bytes:
 
 def store_workflow(
     write: Write, feature_id: str, content: bytes, precondition: Precondition
-) -> tuple[FeatureWorkflow, WorkflowAction]:
-    """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
-    same (a second push: nothing changes, not even its time)."""
+) -> tuple[FeatureWorkflow, bool]:
+    """Store the file exactly (True when it was created). The same bytes again (a second
+    push) change nothing, not even its time."""
     workflow, created = _locked_or_new(write, WORKFLOW, feature_id, precondition)
     if not created and workflow.content == content:
-        return workflow, "unchanged"
+        return workflow, False
     _set_file(workflow, content)
     WorkflowRepository(write.session).add(workflow)
-    return workflow, "created" if created else "replaced"
+    return workflow, created
+
+
+# The two files.
+
+CONTEXT = FeatureFile(
+    filename=feature_context.FILENAME,
+    model=FeatureContext,
+    repository=FeatureRepository,
+    summary=FeatureSummary,
+    missing="No feature {!r} in this project.",
+    prepare=prepare_context,
+    store=store_context,
+)
+WORKFLOW = FeatureFile(
+    filename=feature_workflow.FILENAME,
+    model=FeatureWorkflow,
+    repository=WorkflowRepository,
+    summary=WorkflowSummary,
+    missing="Feature {!r} has no workflow.json in this project.",
+    prepare=prepare_workflow,
+    store=store_workflow,
+)
