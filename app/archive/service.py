@@ -44,7 +44,6 @@ from app.core.errors import (
     Problem,
 )
 from app.features import service as features
-from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
 from app.formats import gzip as gzip_format
@@ -140,13 +139,15 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
         add(
             layout.context_path(feature),
             updated_at,
-            lambda s, f=feature: features.get(s, tenant, project, f).content,
+            lambda s, f=feature: features.download(s, tenant, project, features.CONTEXT, f).content,
         )
     for feature, updated_at in contents.workflows():
         add(
             layout.workflow_path(feature),
             updated_at,
-            lambda s, f=feature: features.get_workflow(s, tenant, project, f).content,
+            lambda s, f=feature: (
+                features.download(s, tenant, project, features.WORKFLOW, f).content
+            ),
         )
     if (summary_at := contents.summary_time()) is not None:
         add(
@@ -459,20 +460,16 @@ class Importer:
         summary = runs.store_backup(self.session, self.tenant, self.project, run, backup)
         return Outcome(200, "replaced", summary.model_dump(mode="json"))
 
-    def feature_context(self, feature: str, prepared: features.PreparedContext) -> Outcome:
-        context, created = features.store(
-            self.session, self.tenant, self.project, feature, prepared, _no_precondition
-        )
-        summary = FeatureSummary.model_validate(context, from_attributes=True)
+    def feature_file(
+        self,
+        file: features.FeatureFile[Any, features.Prepared],
+        feature: str,
+        prepared: features.Prepared,
+    ) -> Outcome:
+        row, created = file.store(self.write, feature, prepared, _no_precondition)
+        summary = file.summary.model_validate(row, from_attributes=True)
         action = "created" if created else "replaced"
         return Outcome(201 if created else 200, action, summary.model_dump(mode="json"))
-
-    def feature_workflow(self, feature: str, checked: bytes) -> Outcome:
-        workflow, action = features.store_workflow(
-            self.session, self.tenant, self.project, feature, checked, _no_precondition
-        )
-        summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
-        return Outcome(201 if action == "created" else 200, action, summary.model_dump(mode="json"))
 
     def summary_file(self, prepared: memory.PreparedSummary) -> Outcome:
         receipt = memory.store_summary(self.write, prepared, _no_precondition)
@@ -536,16 +533,15 @@ def _prepare_run_backup(member: Member, _limits: Limits) -> MemberWrite:
     return lambda importer: importer.run_backup(run, backup)
 
 
-def _prepare_feature_context(member: Member, _limits: Limits) -> MemberWrite:
-    feature = _checked_name(member.target, "feature")
-    prepared = features.prepare_context(member.content)
-    return lambda importer: importer.feature_context(feature, prepared)
+def _prepare_feature_file(
+    file: features.FeatureFile[Any, Any],
+) -> Callable[[Member, Limits], MemberWrite]:
+    def prepare(member: Member, _limits: Limits) -> MemberWrite:
+        feature = _checked_name(member.target, "feature")
+        prepared = file.prepare(member.content)
+        return lambda importer: importer.feature_file(file, feature, prepared)
 
-
-def _prepare_feature_workflow(member: Member, _limits: Limits) -> MemberWrite:
-    feature = _checked_name(member.target, "feature")
-    prepared = features.prepare_workflow(member.content)
-    return lambda importer: importer.feature_workflow(feature, prepared)
+    return prepare
 
 
 def _prepare_memory_file(member: Member, limits: Limits) -> MemberWrite:
@@ -565,8 +561,8 @@ PREPARERS: dict[Kind, Callable[[Member, Limits], MemberWrite]] = {
     Kind.agent_memory: _prepare_agent_memory,
     Kind.run_state: _prepare_run_state,
     Kind.run_backup: _prepare_run_backup,
-    Kind.feature_context: _prepare_feature_context,
-    Kind.feature_workflow: _prepare_feature_workflow,
+    Kind.feature_context: _prepare_feature_file(features.CONTEXT),
+    Kind.feature_workflow: _prepare_feature_file(features.WORKFLOW),
     Kind.memory_file: _prepare_memory_file,
 }
 

@@ -1,39 +1,52 @@
-from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import delete
-from sqlmodel import Session, col, select
+from sqlalchemy import bindparam, delete, insert, update
+from sqlmodel import col, select
 
+from app.core.db import table_of
 from app.core.pagination import SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
+from app.storage.repository import ProjectScopedRepository
 
 CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 
+# A handover's append is a hot path: its two statements are built once, their values bound per
+# call, on the tables (no ORM unit of work, nor ORM bulk insert).
+CONTEXTS = table_of(FeatureContext)
+STORE_CONTEXT = (
+    update(CONTEXTS)
+    .where(CONTEXTS.c.id == bindparam("context_id"))
+    .values(
+        {
+            name: bindparam(name)
+            for name in (
+                "content",
+                "etag",
+                "updated_at",
+                "size_bytes",
+                "current_phase",
+                "intervention_required",
+                "blocked_task",
+            )
+        }
+    )
+)
+INSERT_HANDOVERS = insert(table_of(Handover))
 
-class FeatureRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
 
-    def get(
-        self, project_id: int, feature_id: str, *, for_update: bool = False
-    ) -> FeatureContext | None:
-        statement = select(FeatureContext).where(
-            FeatureContext.project_id == project_id, FeatureContext.feature_id == feature_id
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
+class FeatureRepository(ProjectScopedRepository[FeatureContext]):
+    """Features, by their contexts: one row a feature, by its name. Its handover rows go with
+    it (ON DELETE CASCADE)."""
 
-    def save(self, context: FeatureContext) -> FeatureContext:
-        self.session.add(context)
-        self.session.flush()
-        return context
+    model = FeatureContext
+    key = ("feature_id",)
 
-    def delete(self, context: FeatureContext) -> None:
-        # Its handover rows go with it (ON DELETE CASCADE).
-        self.session.delete(context)
-        self.session.flush()
+    def store(self, context_id: int, columns: dict[str, Any]) -> None:
+        """The stored context's new document and the columns read from it, by value: a Core
+        UPDATE (``columns`` names every column of ``STORE_CONTEXT``)."""
+        self.session.execute(STORE_CONTEXT, {"context_id": context_id, **columns})
 
     def page(
         self,
@@ -54,13 +67,16 @@ class FeatureRepository:
         return paginate(self.session, statement, CONTEXTS_NEWEST_FIRST, cursor, limit)
 
 
-class HandoverRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+class HandoverRepository(ProjectScopedRepository[Handover]):
+    """``handover_notes.history`` of every context, a row a note, by its context and place."""
 
-    def add(self, handovers: Iterable[Handover]) -> None:
-        self.session.add_all(handovers)
-        self.session.flush()
+    model = Handover
+    key = ("context_id", "position")
+
+    def insert(self, handovers: list[dict[str, Any]]) -> None:
+        """New notes, by their columns' values: a Core INSERT, no unit of work."""
+        if handovers:
+            self.session.execute(INSERT_HANDOVERS, handovers)
 
     def delete_for(self, context_id: int) -> None:
         self.session.execute(delete(Handover).where(col(Handover.context_id) == context_id))
@@ -88,28 +104,11 @@ class HandoverRepository:
         return paginate(self.session, statement, HANDOVERS_NEWEST_FIRST, cursor, limit)
 
 
-class WorkflowRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+class WorkflowRepository(ProjectScopedRepository[FeatureWorkflow]):
+    """Features' ``workflow.json``, by the feature's name."""
 
-    def get(
-        self, project_id: int, feature_id: str, *, for_update: bool = False
-    ) -> FeatureWorkflow | None:
-        statement = select(FeatureWorkflow).where(
-            FeatureWorkflow.project_id == project_id, FeatureWorkflow.feature_id == feature_id
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
-
-    def save(self, workflow: FeatureWorkflow) -> FeatureWorkflow:
-        self.session.add(workflow)
-        self.session.flush()
-        return workflow
-
-    def delete(self, workflow: FeatureWorkflow) -> None:
-        self.session.delete(workflow)
-        self.session.flush()
+    model = FeatureWorkflow
+    key = ("feature_id",)
 
     def delete_for(self, project_id: int, feature_id: str) -> None:
         self.session.execute(

@@ -5,8 +5,7 @@ from fastapi import APIRouter, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
-from app.core.deps import Reader, ReadSession, Writer, WriteSession
-from app.core.documents import Download
+from app.core.deps import Reader, ReadSession
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
@@ -22,21 +21,26 @@ from app.features.schemas import (
     HandoverCreate,
     HandoverItem,
     ReviewCreate,
-    WorkflowSummary,
 )
-from app.formats import feature_context, feature_workflow, jsondoc
-from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
+from app.formats import feature_context, jsondoc
+from app.storage.route import IdempotentWritesDep, Writes, WritesDep
+from app.storage.writes import Write
 
 router = APIRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
 )
 
-CONTEXT_FILE: ResponsesDoc = {
-    200: {
-        "description": "`context.json` exactly as sdd-unified writes it.",
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    },
-}
+
+def _json_file(description: str) -> ResponsesDoc:
+    return {
+        200: {
+            "description": description,
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    }
+
+
+CONTEXT_FILE = _json_file("`context.json` exactly as sdd-unified writes it.")
 
 
 def _column_text(description: str) -> Any:
@@ -65,12 +69,85 @@ def _document(context: FeatureContext, status_code: int, **headers: str) -> Resp
     )
 
 
-def _context_url(project: str, feature: str) -> str:
-    return f"/v1/projects/{project}/features/{feature}/context"
+def _url(project: str, feature: str, file: str) -> str:
+    return f"/v1/projects/{project}/features/{feature}/{file}"
 
 
 def _summary(context: FeatureContext) -> FeatureSummary:
     return FeatureSummary.model_validate(context, from_attributes=True)
+
+
+def _delete(
+    writes: Writes,
+    project: str,
+    file: service.FeatureFile[Any, Any],
+    feature: str,
+    request: Request,
+) -> Response:
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        service.delete(write, file, feature, precondition)
+        return Response(status_code=204)
+
+    return writes.run(project, change)
+
+
+def _add_file_routes(
+    name: str,
+    file: service.FeatureFile[Any, Any],
+    responses: ResponsesDoc,
+    *,
+    exported: str,
+    stored: str,
+) -> None:
+    """The GET and the PUT of a feature's file, ``features/{feature}/{name}``."""
+    path = f"/features/{{feature}}/{name}"
+
+    @router.get(
+        path,
+        response_class=Response,
+        responses=responses | {304: {"description": "Unchanged (If-None-Match)."}},
+        name=f"export_{name}",
+        description=exported,
+    )
+    def export(
+        project: ProjectName,
+        feature: FeatureName,
+        request: Request,
+        session: ReadSession,
+        principal: Reader,
+    ) -> Response:
+        download = service.download(session, principal.tenant, project, file, feature)
+        return document_response(request, download)
+
+    @router.put(
+        path,
+        response_model=file.summary,
+        responses={201: {"description": "Created.", "model": file.summary}},
+        openapi_extra=raw_body("application/json", schema={"type": "object"}),
+        name=f"import_{name}",
+        description=stored,
+    )
+    def store(
+        project: ProjectName,
+        feature: FeatureName,
+        request: Request,
+        raw: RawBody,
+        writes: WritesDep,
+    ) -> Response:
+        precondition = if_match_or_create_only(request)
+        prepared = file.prepare(raw)
+
+        def change(write: Write) -> Response:
+            row, created = file.store(write, feature, prepared, precondition)
+            summary = file.summary.model_validate(row, from_attributes=True)
+            headers = {"ETag": row.etag}
+            if created:
+                headers["Location"] = _url(project, feature, name)
+            return _json(summary.model_dump(mode="json"), 201 if created else 200, headers)
+
+        return writes.run(project, change)
 
 
 @router.post(
@@ -80,19 +157,16 @@ def _summary(context: FeatureContext) -> FeatureSummary:
     responses={201: CONTEXT_FILE[200] | {"description": "The new `context.json`."}},
 )
 def create_feature(
-    project: ProjectName,
-    body: FeatureCreate,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    project: ProjectName, body: FeatureCreate, writes: IdempotentWritesDep
 ) -> Response:
     """Create a feature's context from the documented template (max_attempts 3/3/4, circuit
     breaker 3 and 2), `created_at` and `last_updated` now. 409 if the feature exists."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    context = service.create(session, principal.tenant, project, body.feature_id)
-    response = _document(context, 201, Location=_context_url(project, body.feature_id))
-    return idempotency.record(response)
+
+    def change(write: Write) -> Response:
+        context = service.create(write, body.feature_id)
+        return _document(context, 201, Location=_url(project, body.feature_id, "context"))
+
+    return writes.run(project, change)
 
 
 @router.get("/features", response_model=Page[FeatureSummary])
@@ -121,50 +195,16 @@ def list_features(
     return Page(items=[_summary(c) for c in contexts], next_cursor=next_cursor)
 
 
-@router.get(
-    "/features/{feature}/context",
-    response_class=Response,
-    responses=CONTEXT_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+_add_file_routes(
+    "context",
+    service.CONTEXT,
+    CONTEXT_FILE,
+    exported="`context.json` exactly: `json.dumps(context, indent=2)`.",
+    stored="""Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
+a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
+every documented field that is present in its documented shape; anything else is kept.
+Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`.""",
 )
-def export_context(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: ReadSession,
-    principal: Reader,
-) -> Response:
-    """`context.json` exactly: `json.dumps(context, indent=2)`."""
-    context = service.get(session, principal.tenant, project, feature)
-    return document_response(
-        request,
-        Download(filename=feature_context.FILENAME, etag=context.etag, content=context.content),
-    )
-
-
-@router.put(
-    "/features/{feature}/context",
-    response_model=FeatureSummary,
-    responses={201: {"description": "Created.", "model": FeatureSummary}},
-    openapi_extra=raw_body("application/json", schema={"type": "object"}),
-)
-def import_context(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
-) -> Response:
-    """Store `context.json` as it is (201 created, 200 replaced). It must be a valid context:
-    a string `feature_id` (kept as written: the feature is `{feature}`, its directory), and
-    every documented field that is present in its documented shape; anything else is kept.
-    Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`."""
-    precondition = if_match_or_create_only(request)
-    context, created = service.put(session, principal.tenant, project, feature, raw, precondition)
-    headers = {"ETag": context.etag}
-    if created:
-        headers["Location"] = _context_url(project, feature)
-    return _json(_summary(context).model_dump(mode="json"), 201 if created else 200, headers)
 
 
 @router.patch(
@@ -176,106 +216,47 @@ def import_context(
     ),
 )
 def patch_context(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
+    project: ProjectName, feature: FeatureName, request: Request, raw: RawBody, writes: WritesDep
 ) -> Response:
     """JSON merge patch (RFC 7396), e.g. `{"current_phase": "l1_design"}` or
     `{"context_sources": {"l1_architecture": {"status": "completed"}}}`. The result must still
     be a valid context (422 and nothing changed otherwise). `last_updated` moves to now unless
     the patch sets it. Returns the new `context.json`. Honours `If-Match`."""
-    context = service.patch(session, principal.tenant, project, feature, raw, if_match(request))
-    return _document(context, 200)
+    merge = jsondoc.load(raw, allow_nan=False)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        return _document(service.patch(write, feature, merge, precondition), 200)
+
+    return writes.run(project, change)
 
 
 @router.delete("/features/{feature}/context", status_code=204, response_class=Response)
 def delete_context(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
+    project: ProjectName, feature: FeatureName, request: Request, writes: WritesDep
 ) -> Response:
     """Delete the feature: its context, its handovers and its `workflow.json`. Honours
     `If-Match` (the context's ETag)."""
-    service.delete(session, principal.tenant, project, feature, if_match(request))
-    return Response(status_code=204)
+    return _delete(writes, project, service.CONTEXT, feature, request)
 
 
-WORKFLOW_FILE: ResponsesDoc = {
-    200: {
-        "description": "`workflow.json` exactly as it was stored.",
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    },
-}
-
-
-def _workflow_url(project: str, feature: str) -> str:
-    return f"/v1/projects/{project}/features/{feature}/workflow"
-
-
-@router.get(
-    "/features/{feature}/workflow",
-    response_class=Response,
-    responses=WORKFLOW_FILE | {304: {"description": "Unchanged (If-None-Match)."}},
+_add_file_routes(
+    "workflow",
+    service.WORKFLOW,
+    _json_file("`workflow.json` exactly as it was stored."),
+    exported="The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored.",
+    stored="""Store `workflow.json` exactly as sent (201 created, 200 replaced): any JSON object,
+never rewritten. It needs no context (the orchestrator writes it first). Honours
+`If-Match` and `If-None-Match: *`.""",
 )
-def export_workflow(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: ReadSession,
-    principal: Reader,
-) -> Response:
-    """The feature's `workflow.json` (sdd-unified's task graph), byte for byte as stored."""
-    workflow = service.get_workflow(session, principal.tenant, project, feature)
-    return document_response(
-        request,
-        Download(filename=feature_workflow.FILENAME, etag=workflow.etag, content=workflow.content),
-    )
-
-
-@router.put(
-    "/features/{feature}/workflow",
-    response_model=WorkflowSummary,
-    responses={201: {"description": "Created.", "model": WorkflowSummary}},
-    openapi_extra=raw_body("application/json", schema={"type": "object"}),
-)
-def import_workflow(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
-) -> Response:
-    """Store `workflow.json` exactly as sent (201 created, 200 replaced): any JSON object,
-    never rewritten. It needs no context (the orchestrator writes it first). Honours
-    `If-Match` and `If-None-Match: *`."""
-    precondition = if_match_or_create_only(request)
-    workflow, action = service.put_workflow(
-        session, principal.tenant, project, feature, raw, precondition
-    )
-    headers = {"ETag": workflow.etag}
-    if action == "created":
-        headers["Location"] = _workflow_url(project, feature)
-    summary = WorkflowSummary.model_validate(workflow, from_attributes=True)
-    return _json(summary.model_dump(mode="json"), 201 if action == "created" else 200, headers)
 
 
 @router.delete("/features/{feature}/workflow", status_code=204, response_class=Response)
 def delete_workflow(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
+    project: ProjectName, feature: FeatureName, request: Request, writes: WritesDep
 ) -> Response:
     """Delete the feature's `workflow.json` alone. Honours `If-Match`."""
-    service.delete_workflow(session, principal.tenant, project, feature, if_match(request))
-    return Response(status_code=204)
+    return _delete(writes, project, service.WORKFLOW, feature, request)
 
 
 @router.post("/features/{feature}/handovers", status_code=201, response_model=HandoverAppended)
@@ -284,25 +265,25 @@ def append_handover(
     feature: FeatureName,
     body: HandoverCreate,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """Append a handover note to `handover_notes.history`. `timestamp` is now (in the tool's
     style) when absent; `last_updated` moves to now. Honours `If-Match`."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    appended = service.append_handover(
-        session, principal.tenant, project, feature, body.model_dump(), if_match(request)
-    )
-    result = HandoverAppended(
-        feature_id=feature,
-        index=appended.index,
-        note=appended.note,
-        last_updated=appended.last_updated,
-    )
-    response = _json(result.model_dump(), 201, {"ETag": appended.context.etag})
-    return idempotency.record(response)
+    note = body.model_dump()
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        appended = service.append_handover(write, feature, note, precondition)
+        # Rendered once, from the values in hand (``HandoverAppended``'s fields, in order).
+        result = {
+            "feature_id": feature,
+            "index": appended.index,
+            "note": appended.note,
+            "last_updated": appended.last_updated,
+        }
+        return _json(result, 201, {"ETag": appended.etag})
+
+    return writes.run(project, change)
 
 
 @router.get("/handovers", response_model=Page[HandoverItem])
@@ -340,7 +321,7 @@ def list_handovers(
 
 
 def _breaker_response(
-    feature: str, change: breaker.Change, context: FeatureContext, status_code: int
+    feature: str, change: breaker.Change, etag: str, status_code: int
 ) -> Response:
     result = BreakerChange(
         feature_id=feature,
@@ -350,7 +331,7 @@ def _breaker_response(
         last_updated=change.last_updated,
         added=change.added,
     )
-    return _json(result.model_dump(), status_code, {"ETag": context.etag})
+    return _json(result.model_dump(), status_code, {"ETag": etag})
 
 
 @router.post("/features/{feature}/reviews", status_code=201, response_model=BreakerChange)
@@ -359,43 +340,38 @@ def record_review(
     feature: FeatureName,
     body: ReviewCreate,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """Record a review of a phase, atomically: `attempts` + 1 and the review appended.
     `APPROVED` sets the phase `approved`; a rejection that reaches `max_attempts` sets it
     `limit_reached` and trips the circuit breaker. A phase that is approved, at its limit or
     blocked by the breaker takes no more reviews (409). Honours `If-Match`."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
     review = breaker.Review(
         phase=body.phase,
         outcome=body.outcome,
         rejecting_agents=body.rejecting_agents,
         issues_count=body.issues_count,
     )
-    change, context = service.review(
-        session, principal.tenant, project, feature, review, if_match(request)
-    )
-    return idempotency.record(_breaker_response(feature, change, context, 201))
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        done, etag = service.review(write, feature, review, precondition)
+        return _breaker_response(feature, done, etag, 201)
+
+    return writes.run(project, change)
 
 
 @router.post("/features/{feature}/circuit-breaker:reset", response_model=BreakerChange)
 def reset_circuit_breaker(
-    project: ProjectName,
-    feature: FeatureName,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    project: ProjectName, feature: FeatureName, request: Request, writes: IdempotentWritesDep
 ) -> Response:
     """The human intervention: clear the circuit breaker and re-open every phase at its
     limit with a fresh attempt budget (`attempts` 0, `status` active), keeping its reviews.
     409 when there is nothing to reset. Honours `If-Match`."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    change, context = service.reset_breaker(
-        session, principal.tenant, project, feature, if_match(request)
-    )
-    return idempotency.record(_breaker_response(feature, change, context, 200))
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        done, etag = service.reset_breaker(write, feature, precondition)
+        return _breaker_response(feature, done, etag, 200)
+
+    return writes.run(project, change)

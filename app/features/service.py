@@ -1,27 +1,102 @@
-"""The rules for feature contexts: import and export, merge patch, handovers, reviews.
+"""The rules for feature contexts: import and export, merge patch, handovers, reviews; and the
+feature's task graph, ``workflow.json``.
 
 Every change to a context is a read-modify-write of its document under the row's lock
-(``for_update``), and the handover rows change in the same transaction as the document, so
-that the list of handovers always says what the contexts say.
+(``Write.existing``), and the handover rows change in the same transaction as the document,
+so that the list of handovers always says what the contexts say.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel
 from sqlmodel import Session
 
 from app.core import redaction
-from app.core.conditional import Precondition, etag_of
+from app.core.conditional import Precondition
 from app.core.db import utcnow
+from app.core.documents import Download, set_content
 from app.core.errors import Conflict, NotFound
 from app.features import breaker
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.features.repository import FeatureRepository, HandoverRepository, WorkflowRepository
+from app.features.schemas import FeatureSummary, WorkflowSummary
 from app.formats import feature_context, feature_workflow, jsondoc
-from app.projects.service import project_id, touch_project
+from app.projects.service import project_id
 from app.redaction import Redactions
+from app.storage.repository import ProjectScopedRepository
+from app.storage.writes import Write
+
+FileRow = TypeVar("FileRow", FeatureContext, FeatureWorkflow)
+Prepared = TypeVar("Prepared")
+
+
+@dataclass(frozen=True)
+class FeatureFile(Generic[FileRow, Prepared]):
+    """A document a feature keeps whole, one row a feature: its ``context.json`` (the feature
+    itself) or its ``workflow.json``. Both are downloaded, stored and deleted alike; ``prepare``
+    is what storing one does without the database, ``store`` the write (True: created)."""
+
+    filename: str
+    model: type[FileRow]
+    repository: type[ProjectScopedRepository[FileRow]]
+    summary: type[BaseModel]
+    missing: str
+    prepare: Callable[[bytes], Prepared]
+    store: Callable[[Write, str, Prepared, Precondition], tuple[FileRow, bool]]
+
+    def not_found(self, feature_id: str) -> NotFound:
+        return NotFound(self.missing.format(feature_id))
+
+
+def download(
+    session: Session, tenant: str, project: str, file: FeatureFile[Any, Any], feature_id: str
+) -> Download:
+    """The feature's file, byte for byte as stored."""
+    row = file.repository(session).get(project_id(session, tenant, project), feature_id)
+    if row is None:
+        raise file.not_found(feature_id)
+    return Download(filename=file.filename, etag=row.etag, content=row.content)
+
+
+def _locked_or_new(
+    write: Write,
+    file: FeatureFile[FileRow, Any],
+    feature_id: str,
+    precondition: Precondition | None,
+) -> tuple[FileRow, bool]:
+    """The feature's row of ``file``, locked, the precondition checked against it; a new row
+    (and True) when the feature has none."""
+    row = write.locked(file.repository(write.session), feature_id, precondition=precondition)
+    if row is None:
+        # The file's columns: _set_file, once the caller has the content.
+        new = file.model(project_id=write.project_id, feature_id=feature_id)  # type: ignore[call-arg]
+        return new, True
+    return row, False
+
+
+def _set_file(row: "FeatureContext | FeatureWorkflow | StoredContext", content: bytes) -> None:
+    set_content(row, content)
+    row.size_bytes = len(content)
+
+
+def delete(
+    write: Write, file: FeatureFile[Any, Any], feature_id: str, precondition: Precondition
+) -> None:
+    """Delete the feature's file. Its context is the feature: its handovers go with it (ON
+    DELETE CASCADE), and so does its workflow.json."""
+    repository = file.repository(write.session)
+    missing = file.not_found(feature_id)
+    repository.delete(
+        write.existing(repository, feature_id, missing=missing, precondition=precondition)
+    )
+    if file is CONTEXT:
+        WorkflowRepository(write.session).delete_for(write.project_id, feature_id)
+
+
+# context.json.
 
 
 def _now_text() -> str:
@@ -46,47 +121,73 @@ def prepare_context(raw: bytes) -> PreparedContext:
     return _prepared(feature_context.parse(raw))
 
 
-def _write(context: FeatureContext, document: dict[str, Any]) -> None:
-    _write_prepared(context, _prepared(document))
+@dataclass
+class StoredContext:
+    """A context's document as stored, by value: the columns ``FeatureRepository.store`` sets
+    (``_set_context`` fills them in)."""
+
+    content: bytes = b""
+    etag: str = ""
+    updated_at: datetime = datetime.min
+    size_bytes: int = 0
+    current_phase: str | None = None
+    intervention_required: bool = False
+    blocked_task: str | None = None
 
 
-def _write_prepared(context: FeatureContext, prepared: PreparedContext) -> None:
-    """Set every column derived from the document."""
+def _set_context(context: FeatureContext | StoredContext, prepared: PreparedContext) -> None:
+    """Store the document in the row, and every column read from it."""
     breaker_state = prepared.document.get("circuit_breaker", {})
-    context.content = prepared.content
-    context.size_bytes = len(prepared.content)
-    context.etag = etag_of(prepared.content)
+    _set_file(context, prepared.content)
     context.current_phase = prepared.document.get("current_phase")
     context.intervention_required = breaker_state.get("intervention_required", False)
     context.blocked_task = breaker_state.get("blocked_task")
-    context.updated_at = utcnow()
 
 
-def _handover_row(context: FeatureContext, handover: feature_context.Handover) -> Handover:
+def _handover_values(context: FeatureContext, handover: feature_context.Handover) -> dict[str, Any]:
+    """A handover's row, by its columns' values."""
+    return {
+        "project_id": context.project_id,
+        "context_id": context.id,
+        "feature_id": context.feature_id,
+        "position": handover.position,
+        "timestamp": handover.timestamp,
+        "from_agent": handover.from_agent,
+        "to_agent": handover.to_agent,
+        "note": feature_context.note_bytes(handover.note),
+    }
+
+
+def _rewrite(write: Write, context: FeatureContext, document: dict[str, Any]) -> str:
+    """Store a change to an existing context's document that leaves its history as indexed
+    (a note appended to it aside), by value: one prebuilt UPDATE, no unit of work (``context``
+    keeps the version it was read at). Returns the new ETag."""
+    stored = StoredContext()
+    _set_context(stored, _prepared(document))
     assert context.id is not None
-    return Handover(
-        project_id=context.project_id,
-        context_id=context.id,
-        feature_id=context.feature_id,
-        position=handover.position,
-        timestamp=handover.timestamp,
-        from_agent=handover.from_agent,
-        to_agent=handover.to_agent,
-        note=feature_context.note_bytes(handover.note),
+    FeatureRepository(write.session).store(context.id, asdict(stored))
+    return stored.etag
+
+
+def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> None:
+    """Store a whole document in the context (new or not), its handover rows with it."""
+    replacing = context.id is not None
+    _set_context(context, prepared)
+    FeatureRepository(write.session).add(context)
+    assert context.id is not None
+    repository = HandoverRepository(write.session)
+    if replacing:
+        repository.delete_for(context.id)
+    repository.insert(
+        [_handover_values(context, h) for h in feature_context.handovers(prepared.document)]
     )
 
 
-def _replace_handover_rows(
-    session: Session, context: FeatureContext, document: dict[str, Any]
-) -> None:
-    assert context.id is not None
-    repository = HandoverRepository(session)
-    repository.delete_for(context.id)
-    repository.add(_handover_row(context, h) for h in feature_context.handovers(document))
-
-
-def _not_found(feature_id: str) -> NotFound:
-    return NotFound(f"No feature {feature_id!r} in this project.")
+def _existing(write: Write, feature_id: str, precondition: Precondition) -> FeatureContext:
+    repository = FeatureRepository(write.session)
+    return write.existing(
+        repository, feature_id, missing=CONTEXT.not_found(feature_id), precondition=precondition
+    )
 
 
 def _document(context: FeatureContext) -> dict[str, Any]:
@@ -94,181 +195,36 @@ def _document(context: FeatureContext) -> dict[str, Any]:
     return document
 
 
-def create(session: Session, tenant: str, project: str, feature_id: str) -> FeatureContext:
+def create(write: Write, feature_id: str) -> FeatureContext:
     """A new context from the documented template, both timestamps now."""
-    project_key = touch_project(session, tenant, project)
-    repository = FeatureRepository(session)
-    if repository.get(project_key, feature_id) is not None:
+    context, created = _locked_or_new(write, CONTEXT, feature_id, None)
+    if not created:
         raise Conflict(f"Feature {feature_id!r} already exists; PUT its context to replace it.")
-    # Its document columns: _write, below.
-    context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
-    _write(context, feature_context.template(feature_id, _now_text()))
-    return repository.save(context)
-
-
-def get(session: Session, tenant: str, project: str, feature_id: str) -> FeatureContext:
-    context = FeatureRepository(session).get(project_id(session, tenant, project), feature_id)
-    if context is None:
-        raise _not_found(feature_id)
+    _store(write, context, _prepared(feature_context.template(feature_id, _now_text())))
     return context
 
 
-def put(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    raw: bytes,
-    precondition: Precondition,
+def store_context(
+    write: Write, feature_id: str, prepared: PreparedContext, precondition: Precondition
 ) -> tuple[FeatureContext, bool]:
     """Store the file as it is (create or replace); True when it was created."""
-    return store(session, tenant, project, feature_id, prepare_context(raw), precondition)
-
-
-def store(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    prepared: PreparedContext,
-    precondition: Precondition,
-) -> tuple[FeatureContext, bool]:
-    project_key = touch_project(session, tenant, project)
-    repository = FeatureRepository(session)
-    context = repository.get(project_key, feature_id, for_update=True)
-    precondition(context.etag if context is not None else None)
-    created = context is None
-    if context is None:
-        # Its document columns: _write_prepared, below.
-        context = FeatureContext(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
-    _write_prepared(context, prepared)
-    repository.save(context)
-    _replace_handover_rows(session, context, prepared.document)
+    context, created = _locked_or_new(write, CONTEXT, feature_id, precondition)
+    _store(write, context, prepared)
     return context, created
 
 
-def _locked(
-    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
-) -> tuple[FeatureContext, dict[str, Any]]:
-    """The context, locked for this transaction, after its If-Match check, and its document.
-    The project's row is locked first, as on every write (see ``touch_project``)."""
-    context = FeatureRepository(session).get(
-        touch_project(session, tenant, project), feature_id, for_update=True
-    )
-    if context is None:
-        raise _not_found(feature_id)
-    precondition(context.etag)
-    return context, _document(context)
-
-
-def patch(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    raw: bytes,
-    precondition: Precondition,
-) -> FeatureContext:
+def patch(write: Write, feature_id: str, merge: Any, precondition: Precondition) -> FeatureContext:
     """RFC 7396 merge patch. The result must be a valid context (422 and nothing changed
     otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
-    merge = jsondoc.load(raw, allow_nan=False)
-    context, document = _locked(session, tenant, project, feature_id, precondition)
-    patched = jsondoc.merge_patch(document, merge)
+    context = _existing(write, feature_id, precondition)
+    patched = jsondoc.merge_patch(_document(context), merge)
     feature_context.check(patched)
     if feature_context.render(patched) == context.content:
         return context
     if "last_updated" not in merge:
         patched["last_updated"] = _now_text()
-    _write(context, patched)
-    FeatureRepository(session).save(context)
-    _replace_handover_rows(session, context, patched)
+    _store(write, context, _prepared(patched))
     return context
-
-
-def delete(
-    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
-) -> None:
-    """Delete the feature: its context, its handovers and its workflow."""
-    context, _ = _locked(session, tenant, project, feature_id, precondition)
-    FeatureRepository(session).delete(context)
-    WorkflowRepository(session).delete_for(context.project_id, feature_id)
-
-
-# workflow.json: the feature's task graph, kept byte for byte.
-
-WorkflowAction = Literal["created", "replaced", "unchanged"]
-
-
-def _workflow_not_found(feature_id: str) -> NotFound:
-    return NotFound(f"Feature {feature_id!r} has no workflow.json in this project.")
-
-
-def get_workflow(session: Session, tenant: str, project: str, feature_id: str) -> FeatureWorkflow:
-    workflow = WorkflowRepository(session).get(project_id(session, tenant, project), feature_id)
-    if workflow is None:
-        raise _workflow_not_found(feature_id)
-    return workflow
-
-
-def put_workflow(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    raw: bytes,
-    precondition: Precondition,
-) -> tuple[FeatureWorkflow, WorkflowAction]:
-    """Store the file exactly: created, replaced, or unchanged when the stored bytes are the
-    same. It needs no context: the orchestrator reads workflow.json before it creates
-    context.json."""
-    return store_workflow(session, tenant, project, feature_id, prepare_workflow(raw), precondition)
-
-
-def prepare_workflow(raw: bytes) -> bytes:
-    """The bytes to store: the file as it came, or, when it held a secret, the redacted
-    document rendered as the orchestrator writes it. Needs no database."""
-    document = feature_workflow.parse(raw)
-    found = Redactions()
-    redaction.for_storage(document, found)
-    return feature_workflow.render(document) if found.sites else raw
-
-
-def store_workflow(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    raw: bytes,
-    precondition: Precondition,
-) -> tuple[FeatureWorkflow, WorkflowAction]:
-    """``put_workflow`` of the bytes ``prepare_workflow`` gave."""
-    project_key = touch_project(session, tenant, project)
-    repository = WorkflowRepository(session)
-    workflow = repository.get(project_key, feature_id, for_update=True)
-    precondition(workflow.etag if workflow is not None else None)
-    if workflow is not None and workflow.content == raw:
-        # The same file again (a second push): nothing changes, not even its time.
-        return workflow, "unchanged"
-    action: WorkflowAction = "created" if workflow is None else "replaced"
-    if workflow is None:
-        # Its document columns are set below.
-        workflow = FeatureWorkflow(project_id=project_key, feature_id=feature_id)  # type: ignore[call-arg]
-    workflow.content = raw
-    workflow.size_bytes = len(raw)
-    workflow.etag = etag_of(raw)
-    workflow.updated_at = utcnow()
-    return repository.save(workflow), action
-
-
-def delete_workflow(
-    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
-) -> None:
-    repository = WorkflowRepository(session)
-    workflow = repository.get(touch_project(session, tenant, project), feature_id, for_update=True)
-    if workflow is None:
-        raise _workflow_not_found(feature_id)
-    precondition(workflow.etag)
-    repository.delete(workflow)
 
 
 def list_features(
@@ -290,36 +246,36 @@ def list_features(
     )
 
 
+# Handovers.
+
+
 @dataclass(frozen=True)
 class Appended:
-    context: FeatureContext
     index: int
     note: dict[str, Any]
     last_updated: str
+    etag: str
 
 
 def append_handover(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    note: dict[str, Any],
-    precondition: Precondition,
+    write: Write, feature_id: str, note: dict[str, Any], precondition: Precondition
 ) -> Appended:
     """Append to ``handover_notes.history``; the note's timestamp is now when it has none,
     and ``last_updated`` moves to now."""
-    context, document = _locked(session, tenant, project, feature_id, precondition)
+    context = _existing(write, feature_id, precondition)
+    document = _document(context)
     now = _now_text()
     if note.get("timestamp") is None:
         note = {"timestamp": now, **{k: v for k, v in note.items() if k != "timestamp"}}
     history = document.setdefault("handover_notes", {}).setdefault("history", [])
     history.append(note)
     document["last_updated"] = now
-    _write(context, document)
-    FeatureRepository(session).save(context)
+    etag = _rewrite(write, context, document)
     index = len(history) - 1
-    HandoverRepository(session).add([_handover_row(context, feature_context.handover(index, note))])
-    return Appended(context, index, note, now)
+    HandoverRepository(write.session).insert(
+        [_handover_values(context, feature_context.handover(index, note))]
+    )
+    return Appended(index, note, now, etag)
 
 
 def list_handovers(
@@ -345,32 +301,27 @@ def list_handovers(
     )
 
 
+# Reviews and the circuit breaker.
+
+
 def _operate(
-    session: Session,
-    tenant: str,
-    project: str,
+    write: Write,
     feature_id: str,
     precondition: Precondition,
     operation: Callable[[dict[str, Any], str], breaker.Change],
-) -> tuple[breaker.Change, FeatureContext]:
-    context, document = _locked(session, tenant, project, feature_id, precondition)
+) -> tuple[breaker.Change, str]:
+    """The operation on the context's document, stored; what it did, and the new ETag."""
+    context = _existing(write, feature_id, precondition)
+    document = _document(context)
     change = operation(document, _now_text())
-    _write(context, document)
-    return change, FeatureRepository(session).save(context)
+    return change, _rewrite(write, context, document)
 
 
 def review(
-    session: Session,
-    tenant: str,
-    project: str,
-    feature_id: str,
-    outcome: breaker.Review,
-    precondition: Precondition,
-) -> tuple[breaker.Change, FeatureContext]:
+    write: Write, feature_id: str, outcome: breaker.Review, precondition: Precondition
+) -> tuple[breaker.Change, str]:
     return _operate(
-        session,
-        tenant,
-        project,
+        write,
         feature_id,
         precondition,
         lambda document, now: breaker.record_review(document, outcome, now),
@@ -378,6 +329,54 @@ def review(
 
 
 def reset_breaker(
-    session: Session, tenant: str, project: str, feature_id: str, precondition: Precondition
-) -> tuple[breaker.Change, FeatureContext]:
-    return _operate(session, tenant, project, feature_id, precondition, breaker.reset)
+    write: Write, feature_id: str, precondition: Precondition
+) -> tuple[breaker.Change, str]:
+    return _operate(write, feature_id, precondition, breaker.reset)
+
+
+# workflow.json: the feature's task graph, kept byte for byte. It needs no context: the
+# orchestrator reads workflow.json before it creates context.json.
+
+
+def prepare_workflow(raw: bytes) -> bytes:
+    """The bytes to store: the file as it came, or, when it held a secret, the redacted
+    document rendered as the orchestrator writes it. Needs no database."""
+    document = feature_workflow.parse(raw)
+    found = Redactions()
+    redaction.for_storage(document, found)
+    return feature_workflow.render(document) if found.sites else raw
+
+
+def store_workflow(
+    write: Write, feature_id: str, content: bytes, precondition: Precondition
+) -> tuple[FeatureWorkflow, bool]:
+    """Store the file exactly (True when it was created). The same bytes again (a second
+    push) change nothing, not even its time."""
+    workflow, created = _locked_or_new(write, WORKFLOW, feature_id, precondition)
+    if not created and workflow.content == content:
+        return workflow, False
+    _set_file(workflow, content)
+    WorkflowRepository(write.session).add(workflow)
+    return workflow, created
+
+
+# The two files.
+
+CONTEXT = FeatureFile(
+    filename=feature_context.FILENAME,
+    model=FeatureContext,
+    repository=FeatureRepository,
+    summary=FeatureSummary,
+    missing="No feature {!r} in this project.",
+    prepare=prepare_context,
+    store=store_context,
+)
+WORKFLOW = FeatureFile(
+    filename=feature_workflow.FILENAME,
+    model=FeatureWorkflow,
+    repository=WorkflowRepository,
+    summary=WorkflowSummary,
+    missing="Feature {!r} has no workflow.json in this project.",
+    prepare=prepare_workflow,
+    store=store_workflow,
+)
