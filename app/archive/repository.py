@@ -51,9 +51,9 @@ class ArchiveRepository:
         return list(self.session.exec(statement))
 
     def runs(self) -> list[tuple[str, bool, datetime]]:
-        """(run, has a backup, modified_at)."""
+        """(run, has a backup, updated_at)."""
         statement = (
-            select(RunState.run, col(RunState.backup).is_not(None), RunState.modified_at)
+            select(RunState.run, col(RunState.backup).is_not(None), RunState.updated_at)
             .where(RunState.project_id == self.project_id)
             .order_by(col(RunState.run))
         )

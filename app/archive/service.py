@@ -443,7 +443,7 @@ class Importer:
     def run_state(self, run: str, prepared: runs.PreparedLoad) -> Outcome:
         """atari's own load (``state:load``): a file from disk may be of version 1, or one
         atari itself would set aside; the outcome says which."""
-        loaded = runs.store_load(self.session, self.tenant, self.project, run, prepared)
+        loaded = runs.store_load(self.write, run, prepared)
         warnings = [(notice.path, notice.message) for notice in loaded.notices]
         if loaded.outcome != "stored":
             warnings.append(("", f"{loaded.outcome}: {loaded.reason}"))
@@ -457,7 +457,7 @@ class Importer:
                 "superseded: loading this archive's state.json set that file aside as the "
                 "backup, as atari does"
             )
-        summary = runs.store_backup(self.session, self.tenant, self.project, run, backup)
+        summary = runs.store_backup(self.write, run, backup)
         return Outcome(200, "replaced", summary.model_dump(mode="json"))
 
     def feature_file(

@@ -13,7 +13,7 @@ class RunState(SQLModel, table=True):
     __tablename__ = "run_states"
     __table_args__ = (
         UniqueConstraint("project_id", "run"),
-        Index("ix_run_states_project_modified", "project_id", "modified_at", "id"),
+        Index("ix_run_states_project_updated", "project_id", "updated_at", "id"),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
@@ -29,14 +29,16 @@ class RunState(SQLModel, table=True):
     current_bead: str = Field(sa_type=SearchableText)
     total_cost: float
     total_turns: int = Field(sa_type=BigInteger)
-    updated_at: str = Field(sa_type=SearchableText)
+    # The document's own ``updated_at`` (the API's ``updated_at``).
+    state_updated_at: str = Field(sa_type=SearchableText)
     # The file exactly as exported.
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
     etag: str = Field(max_length=40)
     # What state:load set aside: any bytes at all, kept verbatim.
     backup: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
     backup_etag: str | None = Field(default=None, max_length=40)
-    modified_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+    # When the service last stored the state or its backup (the API's ``modified_at``).
+    updated_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
 class RunCountedSession(SQLModel, table=True):

@@ -1,30 +1,16 @@
-from sqlmodel import Session, col, select
+from sqlmodel import col, select
 
 from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunCountedSession, RunState
+from app.storage.repository import ProjectScopedRepository
 
-RECENTLY_WRITTEN_FIRST = [SortKey(RunState.modified_at), SortKey(RunState.id)]
+RECENTLY_WRITTEN_FIRST = [SortKey(RunState.updated_at), SortKey(RunState.id)]
 
 
-class RunRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
-
-    def get(self, project_id: int, run: str, *, for_update: bool = False) -> RunState | None:
-        statement = select(RunState).where(RunState.project_id == project_id, RunState.run == run)
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
-
-    def save(self, state: RunState) -> RunState:
-        self.session.add(state)
-        self.session.flush()
-        return state
-
-    def delete(self, state: RunState) -> None:
-        self.session.delete(state)
-        self.session.flush()
+class RunRepository(ProjectScopedRepository[RunState]):
+    model = RunState
+    key = ("run",)
 
     def page(
         self, project_id: int, cursor: str | None, limit: int

@@ -2,16 +2,13 @@ from fastapi import APIRouter, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
-from app.core.deps import Reader, ReadSession, Writer, WriteSession
-from app.core.documents import Download
+from app.core.deps import Reader, ReadSession
 from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
-from app.formats import atari_state
-from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
 from app.runs import service
 from app.runs.schemas import (
     IterationEnd,
@@ -22,6 +19,8 @@ from app.runs.schemas import (
     StatePatch,
     StateReceipt,
 )
+from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.writes import Write
 
 router = APIRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
 
@@ -75,17 +74,21 @@ def put_state(
     run: RunName,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
+    writes: WritesDep,
 ) -> Response:
     """Store a state document as it is. Strict: anything atari could not read into its state
     (or a version other than 1 and 2) is a 400 or 422 and changes nothing. Null or empty
     `omitempty` fields are dropped, as atari's writer drops them, and listed in `notices`; in
     version 2 a missing or null `stalled_at` is written as Go's zero time,
     `0001-01-01T00:00:00Z`, as atari writes it. Honours If-Match and `If-None-Match: *`."""
+    prepared = service.prepare_state(raw)
     precondition = if_match_or_create_only(request)
-    receipt, created = service.put_state(session, principal.tenant, project, run, raw, precondition)
-    return _json(receipt, 201 if created else 200)
+
+    def change(write: Write) -> Response:
+        receipt, created = service.put_state(write, run, prepared, precondition)
+        return _json(receipt, 201 if created else 200)
+
+    return writes.run(project, change)
 
 
 @router.get("/runs/{run}/state", response_class=Response, responses=STATE_FILE)
@@ -94,10 +97,7 @@ def export_state(
 ) -> Response:
     """`.atari/state.json` byte for byte as atari writes it (`json.MarshalIndent`, two
     spaces): struct field order, raw UTF-8, `<`, `>`, `&` escaped, no trailing newline."""
-    file = service.get_file(session, principal.tenant, project, run)
-    return document_response(
-        request, Download(filename=atari_state.FILENAME, etag=file.etag, content=file.content)
-    )
+    return document_response(request, service.get_file(session, principal.tenant, project, run))
 
 
 @router.get("/runs/{run}/state/backup", response_class=Response, responses=BACKUP_FILE)
@@ -106,10 +106,9 @@ def export_backup(
 ) -> Response:
     """`.atari/state.json.backup`: the bytes the last resetting `state:load` set aside,
     byte for byte. 404 when there is none."""
-    file = service.get_backup(session, principal.tenant, project, run)
     return document_response(
         request,
-        Download(filename=atari_state.BACKUP_FILENAME, etag=file.etag, content=file.content),
+        service.get_backup(session, principal.tenant, project, run),
         media_type="application/octet-stream",
     )
 
@@ -124,9 +123,7 @@ def load_state(
     run: RunName,
     raw: RawBody,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """atari's own load, for a file from disk (any bytes): version 2 is stored, version 1
     migrated to 2; a missing or zero version, a future version or bytes atari cannot read are
@@ -138,10 +135,8 @@ def load_state(
             "state:load takes the file's bytes as the body.",
             errors=[FieldError("", "a body with a Content-Type is required")],
         )
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    result = service.load_state(session, principal.tenant, project, run, raw)
-    return idempotency.record(_json(result))
+    prepared = service.prepare_load(raw)
+    return writes.run(project, lambda write: _json(service.store_load(write, run, prepared)))
 
 
 @router.post("/runs/{run}/iterations", response_model=IterationResult)
@@ -150,19 +145,15 @@ def start_iteration(
     run: RunName,
     body: IterationStart,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """Start an attempt, atomically: `iteration` + 1, `current_bead` set, the bead's history
     entry created if new, its `status` `working`, `attempts` set (or + 1), `last_attempt`
     set (`at`, or now). A run without state starts from a fresh one."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    result = service.start_iteration(
-        session, principal.tenant, project, run, body, if_match(request)
+    precondition = if_match(request)
+    return writes.run(
+        project, lambda write: _json(service.start_iteration(write, run, body, precondition))
     )
-    return idempotency.record(_json(result))
 
 
 @router.post("/runs/{run}/iterations/end", response_model=IterationResult)
@@ -171,18 +162,16 @@ def end_iteration(
     run: RunName,
     body: IterationEnd,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """End an attempt, atomically: `current_bead` cleared, the entry's `status` set
     (`completed` or `failed`), `last_error` (failed) and `last_session_id` set; `cost` and
     `turns` added to the totals once per `session_id` (`counted` says whether this time).
     409 if the bead has no history entry."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    result = service.end_iteration(session, principal.tenant, project, run, body, if_match(request))
-    return idempotency.record(_json(result))
+    precondition = if_match(request)
+    return writes.run(
+        project, lambda write: _json(service.end_iteration(write, run, body, precondition))
+    )
 
 
 @router.patch("/runs/{run}/state", response_model=RunSummary)
@@ -191,21 +180,25 @@ def patch_state(
     run: RunName,
     body: StatePatch,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
+    writes: WritesDep,
 ) -> Response:
     """Set `status`, `active_top_level` and its title, and the stall fields
     (`stalled_bead_id`, `stalled_bead_title`, `stall_reason`, `stalled_at`, `stall_type`,
     `created_beads`); null or empty clears an optional field (a cleared `stalled_at` is
     written as Go's zero time in version 2, as atari writes it). Honours If-Match."""
-    result = service.patch_state(session, principal.tenant, project, run, body, if_match(request))
-    return _json(result)
+    precondition = if_match(request)
+    return writes.run(
+        project, lambda write: _json(service.patch_state(write, run, body, precondition))
+    )
 
 
 @router.delete("/runs/{run}", status_code=204, response_class=Response)
-def delete_run(
-    project: ProjectName, run: RunName, request: Request, session: WriteSession, principal: Writer
-) -> Response:
+def delete_run(project: ProjectName, run: RunName, request: Request, writes: WritesDep) -> Response:
     """Delete the run: its state, its backup and its counted sessions. Honours If-Match."""
-    service.delete_run(session, principal.tenant, project, run, if_match(request))
-    return Response(status_code=204)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        service.delete_run(write, run, precondition)
+        return Response(status_code=204)
+
+    return writes.run(project, change)

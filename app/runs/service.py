@@ -9,9 +9,10 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
+from app.core.documents import Download, set_content
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state, jsondoc
-from app.projects.service import project_id, touch_project
+from app.projects.service import project_id
 from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState
 from app.runs.repository import RunRepository
@@ -26,14 +27,7 @@ from app.runs.schemas import (
     StatePatch,
     StateReceipt,
 )
-
-"""Receives the current ETag (None when the run has no state yet) and raises to refuse."""
-
-
-@dataclass(frozen=True)
-class RunFile:
-    etag: str
-    content: bytes
+from app.storage.writes import Write
 
 
 def summary(row: RunState) -> RunSummary:
@@ -45,9 +39,9 @@ def summary(row: RunState) -> RunSummary:
         current_bead=row.current_bead or None,
         total_cost=row.total_cost,
         total_turns=row.total_turns,
-        updated_at=row.updated_at,
+        updated_at=row.state_updated_at,
         has_backup=row.backup is not None,
-        modified_at=row.modified_at,
+        modified_at=row.updated_at,
         etag=row.etag,
     )
 
@@ -73,24 +67,23 @@ def _rendered(state: dict[str, Any]) -> RenderedState:
     return RenderedState(state, atari_state.render(state))
 
 
-def _store(repository: RunRepository, row: RunState, state: dict[str, Any]) -> RunState:
-    return _store_rendered(repository, row, _rendered(state))
-
-
-def _store_rendered(repository: RunRepository, row: RunState, rendered: RenderedState) -> RunState:
-    """Set every column derived from the document."""
+def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
+    """Store the rendered state in the run's row: the document, and every column read from it."""
     state = rendered.state
-    row.content = rendered.content
-    row.etag = etag_of(rendered.content)
+    set_content(row, rendered.content)
     row.version = state["version"]
     row.status = state["status"]
     row.iteration = state["iteration"]
     row.current_bead = state.get("current_bead", "")
     row.total_cost = state["total_cost"]
     row.total_turns = state["total_turns"]
-    row.updated_at = state["updated_at"]
-    row.modified_at = utcnow()
-    return repository.save(row)
+    row.state_updated_at = state["updated_at"]
+    return RunRepository(write.session).add(row)
+
+
+def _new_run(write: Write, run: str) -> RunState:
+    """A run's row before its first state is stored in it."""
+    return RunState(project_id=write.project_id, run=run)  # type: ignore[call-arg]  # _store sets the rest
 
 
 def _document(row: RunState) -> dict[str, Any]:
@@ -101,43 +94,33 @@ def _not_found(run: str) -> NotFound:
     return NotFound(f"Run {run!r} has no state in this project.")
 
 
-def _find(session: Session, tenant: str, project: str, run: str) -> RunState:
-    row = RunRepository(session).get(project_id(session, tenant, project), run)
-    if row is None:
-        raise _not_found(run)
-    return row
+def _existing(write: Write, run: str, precondition: Precondition | None = None) -> RunState:
+    return write.existing(
+        RunRepository(write.session), run, missing=_not_found(run), precondition=precondition
+    )
 
 
-def _lock(
-    session: Session, tenant: str, project: str, run: str, precondition: Precondition
-) -> tuple[RunRepository, RunState | None, int]:
-    """For a write: the run's row, locked until the transaction ends (None if it is new)."""
-    owner = touch_project(session, tenant, project)
-    repository = RunRepository(session)
-    row = repository.get(owner, run, for_update=True)
-    precondition(row.etag if row is not None else None)
-    return repository, row, owner
+@dataclass(frozen=True)
+class PreparedState:
+    """A state document parsed, redacted and rendered, and what its parse noted."""
+
+    rendered: RenderedState
+    notes: list[atari_state.Note]
 
 
-def _lock_existing(
-    session: Session, tenant: str, project: str, run: str, precondition: Precondition
-) -> tuple[RunRepository, RunState]:
-    repository, row, _ = _lock(session, tenant, project, run, precondition)
-    if row is None:
-        raise _not_found(run)
-    return repository, row
+def prepare_state(raw: bytes) -> PreparedState:
+    state, notes = atari_state.parse(raw)
+    return PreparedState(_rendered(state), notes)
 
 
 def put_state(
-    session: Session, tenant: str, project: str, run: str, raw: bytes, precondition: Precondition
+    write: Write, run: str, prepared: PreparedState, precondition: Precondition
 ) -> tuple[StateReceipt, bool]:
     """Store a document as it is (version 1 or 2); True when the run is new."""
-    state, notes = atari_state.parse(raw)
-    repository, row, owner = _lock(session, tenant, project, run, precondition)
+    row = write.locked(RunRepository(write.session), run, precondition=precondition)
     created = row is None
-    # A new row's document columns: _store.
-    row = _store(repository, row or RunState(project_id=owner, run=run), state)  # type: ignore[call-arg]
-    return StateReceipt(**summary(row).model_dump(), notices=_notices(notes)), created
+    row = _store(write, row or _new_run(write, run), prepared.rendered)
+    return StateReceipt(**summary(row).model_dump(), notices=_notices(prepared.notes)), created
 
 
 def prepare_backup(raw: bytes) -> bytes:
@@ -167,53 +150,50 @@ def prepare_load(raw: bytes) -> PreparedLoad:
     return PreparedLoad(loaded, _rendered(loaded.state), backup)
 
 
-def load_state(session: Session, tenant: str, project: str, run: str, raw: bytes) -> LoadResult:
+def store_load(write: Write, run: str, prepared: PreparedLoad) -> LoadResult:
     """atari's own load of a file from disk (see ``atari_state.load``)."""
-    return store_load(session, tenant, project, run, prepare_load(raw))
-
-
-def store_load(
-    session: Session, tenant: str, project: str, run: str, prepared: PreparedLoad
-) -> LoadResult:
     loaded = prepared.loaded
-    repository, row, owner = _lock(session, tenant, project, run, lambda _etag: None)
-    # A new row's document columns: _store_rendered.
-    row = row or RunState(project_id=owner, run=run)  # type: ignore[call-arg]
+    row = write.locked(RunRepository(write.session), run) or _new_run(write, run)
     if prepared.backup is not None:
         _set_backup(row, prepared.backup)
-    row = _store_rendered(repository, row, prepared.rendered)
+    row = _store(write, row, prepared.rendered)
     return LoadResult(
         outcome=loaded.outcome,
         reason=loaded.reason,
         file_version=loaded.file_version,
-        backup_size=len(row.backup or b"") if prepared.backup is not None else None,
+        backup_size=len(prepared.backup) if prepared.backup is not None else None,
         notices=_notices(loaded.notes),
         state=summary(row),
     )
 
 
-def store_backup(
-    session: Session, tenant: str, project: str, run: str, backup: bytes
-) -> RunSummary:
+def store_backup(write: Write, run: str, backup: bytes) -> RunSummary:
     """Set a run's backup to the bytes ``prepare_backup`` gave, as a ``state.json.backup``
     beside its ``state.json`` on disk (the project archive's import). The run must have a
     state."""
-    repository, row = _lock_existing(session, tenant, project, run, lambda _etag: None)
+    row = _existing(write, run)
     _set_backup(row, backup)
-    row.modified_at = utcnow()
-    return summary(repository.save(row))
+    row.updated_at = utcnow()
+    return summary(RunRepository(write.session).add(row))
 
 
-def get_file(session: Session, tenant: str, project: str, run: str) -> RunFile:
-    row = _find(session, tenant, project, run)
-    return RunFile(etag=row.etag, content=row.content)
+def _read(session: Session, tenant: str, project: str, run: str) -> RunState:
+    row = RunRepository(session).get(project_id(session, tenant, project), run)
+    if row is None:
+        raise _not_found(run)
+    return row
 
 
-def get_backup(session: Session, tenant: str, project: str, run: str) -> RunFile:
-    row = _find(session, tenant, project, run)
+def get_file(session: Session, tenant: str, project: str, run: str) -> Download:
+    row = _read(session, tenant, project, run)
+    return Download(filename=atari_state.FILENAME, etag=row.etag, content=row.content)
+
+
+def get_backup(session: Session, tenant: str, project: str, run: str) -> Download:
+    row = _read(session, tenant, project, run)
     if row.backup is None or row.backup_etag is None:
         raise NotFound(f"Run {run!r} has no backup: state:load never set a file aside.")
-    return RunFile(etag=row.backup_etag, content=row.backup)
+    return Download(filename=atari_state.BACKUP_FILENAME, etag=row.backup_etag, content=row.backup)
 
 
 def list_runs(
@@ -250,15 +230,10 @@ def _added_cost(total: float, cost: float) -> float:
 
 
 def start_iteration(
-    session: Session,
-    tenant: str,
-    project: str,
-    run: str,
-    start: IterationStart,
-    precondition: Precondition,
+    write: Write, run: str, start: IterationStart, precondition: Precondition
 ) -> IterationResult:
     """atari's IterationStartEvent. A run without state starts from a fresh one, as atari does."""
-    repository, row, owner = _lock(session, tenant, project, run, precondition)
+    row = write.locked(RunRepository(write.session), run, precondition=precondition)
     now = utcnow()
     state = _document(row) if row is not None else atari_state.fresh(now)
     history = state["history"]
@@ -273,21 +248,15 @@ def start_iteration(
     )
     entry["last_attempt"] = start.at or atari_state.go_time(now)
     state["updated_at"] = atari_state.go_time(now)
-    # A new row's document columns: _store.
-    row = _store(repository, row or RunState(project_id=owner, run=run), state)  # type: ignore[call-arg]
+    row = _store(write, row or _new_run(write, run), _rendered(state))
     return IterationResult(state=summary(row), entry=_entry(state, start.bead_id))
 
 
 def end_iteration(
-    session: Session,
-    tenant: str,
-    project: str,
-    run: str,
-    end: IterationEnd,
-    precondition: Precondition,
+    write: Write, run: str, end: IterationEnd, precondition: Precondition
 ) -> IterationResult:
     """atari's IterationEndEvent; cost and turns are added once per session id."""
-    repository, row = _lock_existing(session, tenant, project, run, precondition)
+    row = _existing(write, run, precondition)
     state = _document(row)
     entry = state["history"].get(end.bead_id)
     if entry is None:
@@ -302,24 +271,21 @@ def end_iteration(
     if end.session_id is not None:
         entry["last_session_id"] = end.session_id
     assert row.id is not None
-    counted = end.session_id is None or repository.count_session(row.id, end.session_id)
+    counted = end.session_id is None or RunRepository(write.session).count_session(
+        row.id, end.session_id
+    )
     if counted:
         state["total_cost"] = _added_cost(state["total_cost"], end.cost)
         state["total_turns"] = _incremented(state["total_turns"], end.turns, "total_turns")
     state["updated_at"] = atari_state.go_time(utcnow())
-    row = _store(repository, row, state)
+    row = _store(write, row, _rendered(state))
     return IterationResult(state=summary(row), entry=_entry(state, end.bead_id), counted=counted)
 
 
 def patch_state(
-    session: Session,
-    tenant: str,
-    project: str,
-    run: str,
-    patch: StatePatch,
-    precondition: Precondition,
+    write: Write, run: str, patch: StatePatch, precondition: Precondition
 ) -> RunSummary:
-    repository, row = _lock_existing(session, tenant, project, run, precondition)
+    row = _existing(write, run, precondition)
     state = _document(row)
     for name in sorted(patch.model_fields_set):
         value = getattr(patch, name)
@@ -328,11 +294,8 @@ def patch_state(
         else:
             state[name] = value
     state["updated_at"] = atari_state.go_time(utcnow())
-    return summary(_store(repository, row, state))
+    return summary(_store(write, row, _rendered(state)))
 
 
-def delete_run(
-    session: Session, tenant: str, project: str, run: str, precondition: Precondition
-) -> None:
-    repository, row = _lock_existing(session, tenant, project, run, precondition)
-    repository.delete(row)
+def delete_run(write: Write, run: str, precondition: Precondition) -> None:
+    RunRepository(write.session).delete(_existing(write, run, precondition))

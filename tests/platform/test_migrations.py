@@ -1,13 +1,17 @@
 """One linear migration history that builds exactly the models' schema on both databases."""
 
+from datetime import UTC, datetime
+
 from alembic import command
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, insert, inspect, text
 
 from app.agents.models import AgentMemoryItem
+from app.core.conditional import etag_of
 from app.core.db import utcnow
 from app.core.migrations import alembic_config, downgrade, upgrade
+from app.formats import atari_state
 from app.formats.agent_memory import render_line
 from app.main import create_app
 from app.projects.models import Project
@@ -241,6 +245,78 @@ def test_0011_numbers_the_saves_of_each_project_in_their_order_and_downgrades(ba
             statuses = connection.execute(text("SELECT COUNT(*) FROM save_phase_statuses"))
             assert statuses.scalar_one() == 5 + 2 * len(seed_save()["phases"]["status"])
             assert "number" not in {c["name"] for c in inspect(engine).get_columns("saves")}
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_0012_renames_the_run_state_times_and_keeps_every_value(backend, tenant):
+    url = backend.new_database_url()
+    upgrade(url, "0011")
+    stored_at = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    state = atari_state.fresh(stored_at)
+    state["history"]["b1"] = {
+        "id": "b1",
+        "status": "working",
+        "attempts": 1,
+        "last_attempt": state["updated_at"],
+    }
+    state["current_bead"] = "b1"
+    content = atari_state.render(state)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            project = connection.execute(
+                text(
+                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
+                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
+                ),
+                {"tenant": tenant, "now": stored_at},
+            ).scalar_one()
+            run_state = connection.execute(
+                text(
+                    "INSERT INTO run_states (project_id, run, version, status, iteration, "
+                    "current_bead, total_cost, total_turns, updated_at, content, etag, "
+                    "modified_at) VALUES (:project, 'r', 2, 'idle', 0, 'b1', 0, 0, :updated, "
+                    ":content, :etag, :now) RETURNING id"
+                ),
+                {
+                    "project": project,
+                    "updated": state["updated_at"],
+                    "content": content,
+                    "etag": etag_of(content),
+                    "now": stored_at,
+                },
+            ).scalar_one()
+            connection.execute(
+                text("INSERT INTO run_counted_sessions VALUES (:id, 's1')"), {"id": run_state}
+            )
+        upgrade(url)
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        [listed] = client.get("/v1/projects/p/runs").json()["items"]
+        assert listed["updated_at"] == state["updated_at"]
+        assert listed["modified_at"] == "2026-11-22T12:00:00Z"
+        assert listed["etag"] == etag_of(content)
+        assert client.get("/v1/projects/p/runs/r/state").content == content
+        # The session counted before the migration is still counted.
+        end = {"bead_id": "b1", "outcome": "completed", "session_id": "s1", "cost": 1.0}
+        response = client.post("/v1/projects/p/runs/r/iterations/end", json=end)
+        assert response.status_code == 200, response.text
+        assert response.json()["counted"] is False
+    downgrade(url, "0011")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            row = connection.execute(
+                text("SELECT updated_at, modified_at FROM run_states WHERE run = 'r'")
+            ).one()
+            assert row[0] == response.json()["state"]["updated_at"]
+            counted = connection.execute(text("SELECT COUNT(*) FROM run_counted_sessions"))
+            assert counted.scalar_one() == 1
         upgrade(url)
     finally:
         engine.dispose()
