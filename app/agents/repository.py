@@ -1,40 +1,32 @@
 from sqlalchemy import delete
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
+from sqlmodel.sql.expression import SelectOfScalar
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
 from app.core.db import conflict_insert
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
+from app.storage.repository import ProjectScopedRepository
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]  # type: ignore[arg-type]
 # Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
 DELETE_BATCH = 1000
 
 
-class SnapshotRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+class SnapshotRepository(ProjectScopedRepository[AgentSnapshot]):
+    """Each agent's working context snapshot cache: one row per agent."""
 
-    def get(self, project_id: int, agent: str, *, for_update: bool = False) -> AgentSnapshot | None:
-        statement = select(AgentSnapshot).where(
-            AgentSnapshot.project_id == project_id, AgentSnapshot.agent == agent
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
-
-    def save(self, snapshot: AgentSnapshot) -> None:
-        self.session.add(snapshot)
-        self.session.flush()
-
-    def delete(self, snapshot: AgentSnapshot) -> None:
-        self.session.delete(snapshot)
-        self.session.flush()
+    model = AgentSnapshot
+    key = ("agent",)
 
 
-class MemoryRepository:
-    """An agent's memory items of one kind, always in append order."""
+class AgentMemoryRepository:
+    """An agent's memory items of one kind, always in append order.
+
+    Not a ``ProjectScopedRepository``: these are the lines of an append-only log, not
+    documents named by a key (no row is looked up, locked or given an ETag alone), so this
+    one is bound to its log (project, agent, kind) and reads and appends its lines."""
 
     def __init__(self, session: Session, project_id: int, agent: str, kind: MemoryKind) -> None:
         self.session = session
@@ -42,7 +34,7 @@ class MemoryRepository:
         self.agent = agent
         self.kind = kind
 
-    def _select(self):  # type: ignore[no-untyped-def]
+    def _select(self) -> SelectOfScalar[AgentMemoryItem]:
         return select(AgentMemoryItem).where(
             AgentMemoryItem.project_id == self.project_id,
             AgentMemoryItem.agent == self.agent,
@@ -72,7 +64,7 @@ class MemoryRepository:
 
     def _register_turns(self, items: list[AgentMemoryItem]) -> None:
         """Each turn's first trace. A turn seen in an earlier append keeps its row: appends to
-        a project are serialised by its row lock (see touch_project), so that row's trace is
+        a project are serialised by its row lock (see app/storage/writes.py), so that row's trace is
         the turn's first."""
         first_items: dict[str, int | None] = {}
         for item in items:
