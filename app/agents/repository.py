@@ -1,15 +1,29 @@
-from sqlalchemy import delete
+from sqlalchemy import delete, insert
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
-from app.core.db import conflict_insert
+from app.core.db import utcnow
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 from app.storage.repository import ProjectScopedRepository
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]  # type: ignore[arg-type]
+# Appends are the hot path: Core INSERTs built once, no unit of work. Traces return their ids,
+# in the order given, for the turns they begin.
+INSERT_ITEMS = insert(AgentMemoryItem)
+INSERT_TRACES = insert(AgentMemoryItem).returning(
+    col(AgentMemoryItem.id), sort_by_parameter_order=True
+)
+# One per database: the generic INSERT has no ON CONFLICT (``conflict_insert``, chosen once).
+REGISTER_TURNS = {
+    name: dialect.insert(AgentMemoryTurn).on_conflict_do_nothing(
+        index_elements=["project_id", "agent", "turn_key"]
+    )
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
+}
 # Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
 DELETE_BATCH = 1000
 
@@ -46,37 +60,40 @@ class AgentMemoryRepository:
         Only raw traces keep their turn: restore reads the recent turns from them alone, not
         from the archive of pruned traces."""
         traces = self.kind is MemoryKind.raw_trace
-        items = [
-            AgentMemoryItem(
-                project_id=self.project_id,
-                agent=self.agent,
-                kind=self.kind.value,
-                line=line,
-                turn_id=turn_id if traces else None,
-                turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
-            )
+        now = utcnow()
+        rows = [
+            {
+                "project_id": self.project_id,
+                "agent": self.agent,
+                "kind": self.kind.value,
+                "line": line,
+                "turn_id": turn_id if traces else None,
+                "turn_key": turn_key(turn_id) if traces and turn_id is not None else None,
+                "created_at": now,
+            }
             for line, turn_id in lines
         ]
-        self.session.add_all(items)
-        self.session.flush()
-        if traces:
-            self._register_turns(items)
+        if not traces:
+            self.session.execute(INSERT_ITEMS, rows)
+            return
+        ids = self.session.execute(INSERT_TRACES, rows).scalars().all()
+        self._register_turns(
+            [(row["turn_key"], item_id) for row, item_id in zip(rows, ids, strict=True)]
+        )
 
-    def _register_turns(self, items: list[AgentMemoryItem]) -> None:
-        """Each turn's first trace. A turn seen in an earlier append keeps its row: appends to
-        a project are serialised by its row lock (see app/storage/writes.py), so that row's trace is
-        the turn's first."""
-        first_items: dict[str, int | None] = {}
-        for item in items:
-            if item.turn_key is not None:
-                first_items.setdefault(item.turn_key, item.id)
+    def _register_turns(self, traces: list[tuple[str | None, int]]) -> None:
+        """Each turn's first trace, from the ``(turn_key, id)`` of the traces appended. A turn
+        seen in an earlier append keeps its row: appends to a project are serialised by its
+        row lock (``app/storage/writes.py``), so that row's trace is the turn's first."""
+        first_items: dict[str, int] = {}
+        for key, item_id in traces:
+            if key is not None:
+                first_items.setdefault(key, item_id)
         if not first_items:
             return
-        statement = conflict_insert(self.session, AgentMemoryTurn).on_conflict_do_nothing(
-            index_elements=["project_id", "agent", "turn_key"]
-        )
+        dialect = self.session.get_bind().dialect.name
         self.session.execute(
-            statement,
+            REGISTER_TURNS[dialect],
             [
                 {
                     "project_id": self.project_id,
