@@ -1,41 +1,48 @@
-from sqlalchemy import delete
+from typing import Any
+
+from sqlalchemy import delete, insert
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
-from app.core.db import conflict_insert
+from app.core.db import table_of, utcnow
 from app.core.pagination import SortKey, paginate
 from app.formats.agent_memory import MemoryKind
+from app.storage.repository import ProjectScopedRepository
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]
+# Appends are the hot path: Core INSERTs built once, no unit of work. Traces return their ids,
+# in the order given, for the turns they begin.
+INSERT_ITEMS = insert(table_of(AgentMemoryItem))
+INSERT_TRACES = insert(table_of(AgentMemoryItem)).returning(
+    table_of(AgentMemoryItem).c.id, sort_by_parameter_order=True
+)
+# One per database: the generic INSERT has no ON CONFLICT (``conflict_insert``, chosen once).
+REGISTER_TURNS = {
+    name: dialect.insert(table_of(AgentMemoryTurn)).on_conflict_do_nothing(
+        index_elements=["project_id", "agent", "turn_key"]
+    )
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
+}
 # Ids a statement names at most: well under SQLite's and PostgreSQL's parameter limits.
 DELETE_BATCH = 1000
 
 
-class SnapshotRepository:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+class SnapshotRepository(ProjectScopedRepository[AgentSnapshot]):
+    """Each agent's working context snapshot cache: one row per agent."""
 
-    def get(self, project_id: int, agent: str, *, for_update: bool = False) -> AgentSnapshot | None:
-        statement = select(AgentSnapshot).where(
-            AgentSnapshot.project_id == project_id, AgentSnapshot.agent == agent
-        )
-        if for_update:
-            statement = statement.with_for_update()
-        return self.session.exec(statement).first()
-
-    def save(self, snapshot: AgentSnapshot) -> None:
-        self.session.add(snapshot)
-        self.session.flush()
-
-    def delete(self, snapshot: AgentSnapshot) -> None:
-        self.session.delete(snapshot)
-        self.session.flush()
+    model = AgentSnapshot
+    key = ("agent",)
 
 
-class MemoryRepository:
-    """An agent's memory items of one kind, always in append order."""
+class AgentMemoryRepository:
+    """An agent's memory items of one kind, always in append order.
+
+    Not a ``ProjectScopedRepository``: these are the lines of an append-only log, not
+    documents named by a key (no row is looked up, locked or given an ETag alone), so this
+    one is bound to its log (project, agent, kind) and reads and appends its lines."""
 
     def __init__(self, session: Session, project_id: int, agent: str, kind: MemoryKind) -> None:
         self.session = session
@@ -55,37 +62,40 @@ class MemoryRepository:
         Only raw traces keep their turn: restore reads the recent turns from them alone, not
         from the archive of pruned traces."""
         traces = self.kind is MemoryKind.raw_trace
-        items = [
-            AgentMemoryItem(
-                project_id=self.project_id,
-                agent=self.agent,
-                kind=self.kind.value,
-                line=line,
-                turn_id=turn_id if traces else None,
-                turn_key=turn_key(turn_id) if traces and turn_id is not None else None,
-            )
+        now = utcnow()
+        rows: list[dict[str, Any]] = [
+            {
+                "project_id": self.project_id,
+                "agent": self.agent,
+                "kind": self.kind.value,
+                "line": line,
+                "turn_id": turn_id if traces else None,
+                "turn_key": turn_key(turn_id) if traces and turn_id is not None else None,
+                "created_at": now,
+            }
             for line, turn_id in lines
         ]
-        self.session.add_all(items)
-        self.session.flush()
-        if traces:
-            self._register_turns(items)
+        if not traces:
+            self.session.execute(INSERT_ITEMS, rows)
+            return
+        ids = self.session.execute(INSERT_TRACES, rows).scalars().all()
+        self._register_turns(
+            [(row["turn_key"], item_id) for row, item_id in zip(rows, ids, strict=True)]
+        )
 
-    def _register_turns(self, items: list[AgentMemoryItem]) -> None:
-        """Each turn's first trace. A turn seen in an earlier append keeps its row: appends to
-        a project are serialised by its row lock (see touch_project), so that row's trace is
-        the turn's first."""
-        first_items: dict[str, int | None] = {}
-        for item in items:
-            if item.turn_key is not None:
-                first_items.setdefault(item.turn_key, item.id)
+    def _register_turns(self, traces: list[tuple[str | None, int]]) -> None:
+        """Each turn's first trace, from the ``(turn_key, id)`` of the traces appended. A turn
+        seen in an earlier append keeps its row: appends to a project are serialised by its
+        row lock (``app/storage/writes.py``), so that row's trace is the turn's first."""
+        first_items: dict[str, int] = {}
+        for key, item_id in traces:
+            if key is not None:
+                first_items.setdefault(key, item_id)
         if not first_items:
             return
-        statement = conflict_insert(self.session, AgentMemoryTurn).on_conflict_do_nothing(
-            index_elements=["project_id", "agent", "turn_key"]
-        )
+        dialect = self.session.get_bind().dialect.name
         self.session.execute(
-            statement,
+            REGISTER_TURNS[dialect],
             [
                 {
                     "project_id": self.project_id,

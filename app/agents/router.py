@@ -13,16 +13,16 @@ from app.agents.schemas import (
 )
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
-from app.core.deps import Reader, ReadSession, Writer, WriteSession
-from app.core.documents import Download
+from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
 from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, document_response
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
-from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE
-from app.idempotency.legacy import LegacyIdempotencyDep as IdempotencyDep
+from app.formats.agent_memory import NDJSON_MEDIA_TYPE
+from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.writes import Write
 
 router = APIRouter(
     prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
@@ -70,19 +70,23 @@ def put_snapshot(
     agent: AgentName,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
+    writes: WritesDep,
 ) -> Response:
     """Write the cache. Valid means `schema_version` 1, `agent_id` equal to the path's agent,
     and well-formed messages; otherwise a 422 names each fault. Honours If-Match and
     `If-None-Match: *`."""
     precondition = if_match_or_create_only(request)
-    stored = service.put_snapshot(session, principal.tenant, project, agent, raw, precondition)
-    return FastJSONResponse(
-        stored.receipt.model_dump(),
-        status_code=201 if stored.created else 200,
-        headers={"ETag": stored.etag},
-    )
+    prepared = service.prepare_snapshot(raw, agent)
+
+    def change(write: Write) -> Response:
+        stored = service.store_snapshot(write, agent, prepared, precondition)
+        return FastJSONResponse(
+            stored.receipt.model_dump(),
+            status_code=201 if stored.created else 200,
+            headers={"ETag": stored.etag},
+        )
+
+    return writes.run(project, change)
 
 
 @router.get("/working-context-snapshot", response_class=Response, responses=SNAPSHOT_FILE)
@@ -94,24 +98,23 @@ def get_snapshot(
     principal: Reader,
 ) -> Response:
     """The cache exactly: `json.dumps(payload)`, one line."""
-    snapshot = service.get_snapshot(session, principal.tenant, project, agent)
     return document_response(
-        request,
-        Download(filename=snapshot_format.FILENAME, etag=snapshot.etag, content=snapshot.content),
+        request, service.get_snapshot(session, principal.tenant, project, agent)
     )
 
 
 @router.delete("/working-context-snapshot", status_code=204, response_class=Response)
 def delete_snapshot(
-    project: ProjectName,
-    agent: AgentName,
-    request: Request,
-    session: WriteSession,
-    principal: Writer,
+    project: ProjectName, agent: AgentName, request: Request, writes: WritesDep
 ) -> Response:
     """Drop the cache. Honours If-Match."""
-    service.delete_snapshot(session, principal.tenant, project, agent, if_match(request))
-    return Response(status_code=204)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        service.delete_snapshot(write, agent, precondition)
+        return Response(status_code=204)
+
+    return writes.run(project, change)
 
 
 @router.post(
@@ -123,18 +126,17 @@ def append_memory(
     memory: MemoryFile,
     request: Request,
     raw: RawBody,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """Append items: one JSON object, a JSON array of them, or JSONL lines
     (`application/x-ndjson`). All are checked before any is stored."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    appended = service.append_memory(
-        session, principal.tenant, project, agent, memory.kind, raw, media_type_of(request)
+    items = service.prepare_memory(raw, media_type_of(request), memory.kind)
+    return writes.run(
+        project,
+        lambda write: FastJSONResponse(
+            {"appended": service.store_memory(write, agent, memory.kind, items)}, status_code=201
+        ),
     )
-    return idempotency.record(FastJSONResponse({"appended": appended}, status_code=201))
 
 
 def _wants_ndjson(request: Request) -> bool:
@@ -157,11 +159,7 @@ def list_memory(
     writes it (`json.dumps(item)` and a newline per item), as a download."""
     if _wants_ndjson(request):
         exported = service.memory_file(session, principal.tenant, project, agent, memory.kind)
-        response = document_response(
-            request,
-            Download(filename=FILENAMES[memory.kind], etag=exported.etag, content=exported.content),
-            media_type=NDJSON_MEDIA_TYPE,
-        )
+        response = document_response(request, exported, media_type=NDJSON_MEDIA_TYPE)
         response.headers["Vary"] = "Accept, Accept-Encoding"
         return response
     lines, next_cursor = service.memory_page(
@@ -179,27 +177,20 @@ def restore(
     agent: AgentName,
     body: RestoreRequest,
     request: Request,
-    session: WriteSession,
-    principal: Writer,
-    idempotency: IdempotencyDep,
+    writes: IdempotentWritesDep,
 ) -> Response:
     """Restore the working context as autobyteus 1.4.4's `restore_agent` does: from a valid
     cache (`source: cache`, its messages written again through autobyteus's `Message`),
     otherwise a rebuild from the system prompt and memory (`source: rebuild`, with the
     `reason`). The result is stored as the new cache at `epoch_id` 2, `last_compaction_ts`
     now. Honours If-Match (against the current cache)."""
-    if (replayed := idempotency.replay()) is not None:
-        return replayed
-    restored = service.restore(
-        session,
-        principal.tenant,
-        project,
-        agent,
-        body,
-        if_match(request),
-    )
-    response = _json(
-        {"source": restored.source, "reason": restored.reason, "snapshot": restored.document},
-        headers={"ETag": restored.etag},
-    )
-    return idempotency.record(response)
+    precondition = if_match(request)
+
+    def change(write: Write) -> Response:
+        restored = service.restore(write, agent, body, precondition)
+        return _json(
+            {"source": restored.source, "reason": restored.reason, "snapshot": restored.document},
+            headers={"ETag": restored.etag},
+        )
+
+    return writes.run(project, change)

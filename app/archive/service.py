@@ -19,7 +19,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from app.agents import service as agents
-from app.agents.repository import MemoryRepository as AgentMemoryRepository
 from app.archive import layout
 from app.archive.layout import Kind, Target
 from app.archive.repository import ArchiveRepository
@@ -53,7 +52,6 @@ from app.formats.gzip import is_gzip
 from app.formats.project_memory import ItemKind
 from app.memory import service as memory
 from app.memory.schemas import FileReceipt
-from app.projects.repository import ProjectRepository
 from app.projects.service import project_id
 from app.runs import service as runs
 from app.saves import service as saves
@@ -370,10 +368,6 @@ class Importer:
                 for pointer, message in outcome.warnings
             )
 
-    def _project_id(self) -> int | None:
-        project = ProjectRepository(self.session).get(self.tenant, self.project)
-        return project.id if project is not None else None
-
     # One write per kind of file: the store step of the member's own route's service.
 
     def save(self, member: Member, prepared: saves.PreparedSave) -> Outcome:
@@ -395,9 +389,7 @@ class Importer:
         return Outcome(201, "created", receipt.model_dump(mode="json"), warnings)
 
     def snapshot(self, agent: str, prepared: agents.PreparedSnapshot) -> Outcome:
-        stored = agents.store_snapshot(
-            self.session, self.tenant, self.project, agent, prepared, _no_precondition
-        )
+        stored = agents.store_snapshot(self.write, agent, prepared, _no_precondition)
         action = "created" if stored.created else "replaced"
         return Outcome(201 if stored.created else 200, action, stored.receipt.model_dump())
 
@@ -408,12 +400,7 @@ class Importer:
         raw_traces_archive.jsonl) prunes the same turns here first. Lines compare as stored
         (redacted), so a file holding a secret is the start of its stored copy."""
         lines = [agent_memory.render_line(item) for item in items]
-        pid = self._project_id()
-        stored = (
-            [row.line for row in AgentMemoryRepository(self.session, pid, agent, kind).all()]
-            if pid is not None
-            else []
-        )
+        stored = agents.memory_lines(self.write, agent, kind)
         pruned = 0
         warnings: list[tuple[str, str]] = []
         if lines[: len(stored)] != stored:
@@ -425,16 +412,12 @@ class Importer:
                     f"The stored {agent_memory.FILENAMES[kind]} is not the start of this file: "
                     "the two histories differ, and nothing was appended."
                 )
-            pruned = agents.prune_raw_traces(self.session, self.tenant, self.project, agent, turns)
+            pruned = agents.prune_raw_traces(self.write, agent, turns)
             warnings.append(
                 ("", f"{pruned} raw trace(s) of {len(turns)} turn(s) pruned, as in the file")
             )
         new = items[len(stored) - pruned :]
-        appended = (
-            agents.store_memory(self.session, self.tenant, self.project, agent, kind, new)
-            if new
-            else 0
-        )
+        appended = agents.store_memory(self.write, agent, kind, new) if new else 0
         status = 201 if appended else 200
         if pruned:
             return Outcome(status, "pruned", {"pruned": pruned, "appended": appended}, warnings)

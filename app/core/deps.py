@@ -35,49 +35,29 @@ def get_database(request: Request) -> Database:
     return database
 
 
-def _end(session: Session, commit: bool) -> None:
+def _close(session: Session) -> None:
     try:
-        if commit:
-            session.commit()
-        else:
-            session.rollback()
+        session.rollback()
     finally:
         session.close()
 
 
-async def _ended(session: Session, commit: bool) -> None:
-    # As FastAPI ends a sync dependency: in a thread (commit and close may wait on the
-    # database), shielded from cancellation (a connection must go back to its pool), and
-    # outside the shared thread limit (a thread waiting for that limit while holding
-    # SQLite's only writer connection would stall every writer behind it).
-    with CancelScope(shield=True):
-        await to_thread.run_sync(_end, session, commit, limiter=CapacityLimiter(1))
-
-
 async def _read_session(request: Request) -> AsyncIterator[Session]:
     # Async, so that opening the session costs no thread: it touches no connection until the
-    # route's first query, which runs in the route's own thread.
+    # route's first query, which runs in the route's own thread. Writes do not come here: they
+    # run and commit in the route's thread (app/storage/route.py).
     session = get_database(request).read_session()
     try:
         yield session
     finally:
-        await _ended(session, commit=False)
-
-
-async def _write_session(request: Request) -> AsyncIterator[Session]:
-    # scope="function" below: the commit happens before the response is sent, so a client
-    # never sees a 2xx for a change that then failed to commit.
-    session = get_database(request).write_session()
-    try:
-        yield session
-    except BaseException:
-        await _ended(session, commit=False)
-        raise
-    await _ended(session, commit=True)
+        # As FastAPI ends a sync dependency: in a thread (a rollback may wait on the
+        # database), shielded from cancellation (a connection must go back to its pool), and
+        # outside the shared thread limit.
+        with CancelScope(shield=True):
+            await to_thread.run_sync(_close, session, limiter=CapacityLimiter(1))
 
 
 ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
-WriteSession = Annotated[Session, Depends(_write_session, scope="function")]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key as a bearer token.")
 _api_key_header = APIKeyHeader(

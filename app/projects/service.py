@@ -3,21 +3,11 @@
 from sqlmodel import Session
 
 from app.core.conditional import Precondition, etag_of
-from app.core.db import utcnow
 from app.core.errors import NotFound
 from app.core.json import dumps
 from app.projects.models import Project
 from app.projects.repository import ProjectRepository
 from app.projects.schemas import ProjectPublic
-
-
-def touch_project(session: Session, tenant: str, name: str) -> int:
-    """Every write calls this first: creates the project if needed, records
-    the write, returns its id. It also locks the project's row until commit, and every write
-    takes that lock before any other, so that two writes never wait on each other's locks in
-    opposite orders (a deadlock on PostgreSQL). A write that then fails (a 404 for what it was
-    to change) rolls back, the project it would have created included."""
-    return ProjectRepository(session).touch(tenant, name, utcnow())
 
 
 def project_not_found(name: str) -> NotFound:

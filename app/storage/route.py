@@ -15,7 +15,7 @@ from fastapi import Depends, Request, Response
 from sqlmodel import Session
 
 from app.core.db import Database
-from app.core.deps import Writer, get_database
+from app.core.deps import Admin, Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -68,6 +68,10 @@ async def _writes(request: Request, principal: Writer) -> Writes:
     return Writes(get_database(request), principal.tenant)
 
 
+async def _admin_writes(request: Request, principal: Admin) -> Writes:
+    return Writes(get_database(request), principal.tenant)
+
+
 async def _idempotent_writes(
     request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> Writes:
@@ -80,3 +84,6 @@ WritesDep = Annotated[Writes, Depends(_writes)]
 nature, or guarded by If-Match)."""
 IdempotentWritesDep = Annotated[Writes, Depends(_idempotent_writes)]
 """For a POST that creates or appends: honours ``Idempotency-Key``."""
+AdminWritesDep = Annotated[Writes, Depends(_admin_writes)]
+"""For an administrator's write (the tenant's API keys): the admin scope, not the write scope,
+and no project (``Writes.transaction``)."""
