@@ -11,7 +11,7 @@ from starlette.middleware.gzip import GZipMiddleware
 
 from app import (
     __version__,
-    models,  # noqa: F401  (every table registered before anything queries)
+    models,  # every table registered before anything queries
 )
 from app.agents.router import router as agents_router
 from app.archive.router import router as archive_router
@@ -19,14 +19,14 @@ from app.core.api_docs import document_api
 from app.core.auth_off import IgnoredKeyWarningMiddleware
 from app.core.config import AuthMode, Settings
 from app.core.db import Database, create_database
-from app.core.deps import PrincipalCache
+from app.core.deps import KeyLookup, PrincipalCache
 from app.core.docs import install_docs
 from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
-from app.core.logs import RequestLogMiddleware
-from app.core.metrics import Metrics, MetricsMiddleware
+from app.core.logs import RequestRecordMiddleware
+from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
 from app.core.redaction import RedactionMiddleware
@@ -34,8 +34,11 @@ from app.core.sending import SendTimeoutMiddleware
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
+from app.keys import repository as keys_repository
 from app.keys.router import router as keys_router
+from app.keys.service import principal_for
 from app.memory.router import router as memory_router
+from app.projects import resources as project_resources
 from app.projects.router import router as projects_router
 from app.runs.router import router as runs_router
 from app.saves.router import router as saves_router
@@ -91,6 +94,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.principal_cache = PrincipalCache(settings.auth_cache_seconds)
+    app.state.key_lookup = KeyLookup(
+        find_principal=principal_for, key_is_active=keys_repository.is_active
+    )
+    project_resources.hold(models.PROJECT_RESOURCES)
     app.state.migration_head = head_revision()
     app.state.archive_exports = Turns(
         "archive exports",
@@ -130,12 +137,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         compresslevel=settings.gzip_level,
     )
     app.add_middleware(ContentCodingMiddleware)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_middleware(RedactionMiddleware, enabled=settings.redact)
     # Outside everything that shapes the body: it slices what is finally sent.
     app.add_middleware(SendTimeoutMiddleware, timeout=settings.send_timeout_seconds)
-    # Outermost: the request id is set before anything else runs, and every request is logged.
-    app.add_middleware(RequestLogMiddleware)
+    # Outermost: the request id is set before anything else runs, and every request is logged
+    # and counted.
+    app.add_middleware(RequestRecordMiddleware, metrics=metrics)
     return app
 
 

@@ -2,7 +2,7 @@
 
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated
@@ -19,8 +19,6 @@ from app.core.config import AuthMode, Settings
 from app.core.db import Database
 from app.core.errors import UNKNOWN_KEY, Forbidden, RevokedKey, Unauthenticated
 from app.core.security import ALL_SCOPES, Principal, Scope, hash_key
-from app.keys import repository as keys_repository
-from app.keys.service import principal_for
 
 DEFAULT_TENANT = "default"
 
@@ -74,6 +72,23 @@ def presented_key(headers: Headers) -> str | None:
     return headers.get("x-api-key", "").strip() or None
 
 
+@dataclass(frozen=True)
+class KeyLookup:
+    """How to find who a key stands for: the keys domain's functions, which the app factory
+    hands in (``app.state.key_lookup``), so that core imports no domain."""
+
+    # The principal of an active key, by the key itself; None when unknown or revoked.
+    find_principal: Callable[[Session, str], Principal | None]
+    # Whether the key with this id is still active. On a connection rather than a session: it
+    # runs while a session begins its transaction (_confirm_key).
+    key_is_active: Callable[[Connection, str], bool]
+
+
+def key_lookup(request: Request) -> KeyLookup:
+    lookup: KeyLookup = request.app.state.key_lookup
+    return lookup
+
+
 class PrincipalCache:
     """Who a key stands for (by its hash), remembered for ``ttl`` seconds, so that a request
     with a known key needs neither a thread nor a query of its own to authenticate.
@@ -121,6 +136,7 @@ class _KeyToConfirm:
     key_id: str
     key_hash: str
     cache: PrincipalCache
+    key_is_active: Callable[[Connection, str], bool]
     confirmed: bool = False
 
 
@@ -138,7 +154,7 @@ def _confirm_key(_session: Session, _transaction: object, connection: Connection
     pending = _key_to_confirm.get()
     if pending is None or pending.confirmed:
         return
-    if not keys_repository.is_active(connection, pending.key_id):
+    if not pending.key_is_active(connection, pending.key_id):
         pending.cache.forget(pending.key_hash)
         raise RevokedKey(UNKNOWN_KEY)
     pending.confirmed = True
@@ -162,7 +178,8 @@ def _known_principal(request: Request) -> Principal | None:
     if found is None:
         return None
     assert found.key_id is not None, "only keys are cached"
-    _key_to_confirm.set(_KeyToConfirm(found.key_id, key_hash, cache))
+    is_active = key_lookup(request).key_is_active
+    _key_to_confirm.set(_KeyToConfirm(found.key_id, key_hash, cache, is_active))
     return _remember(request, found)
 
 
@@ -175,7 +192,7 @@ def _remember(request: Request, principal: Principal) -> Principal:
 def _look_up(request: Request, secret: str) -> Principal:
     """The key's principal from the database (401 when it is unknown or revoked). In a thread."""
     with get_database(request).read_session() as session:
-        found = principal_for(session, secret)
+        found = key_lookup(request).find_principal(session, secret)
     if found is None:
         raise Unauthenticated(UNKNOWN_KEY)
     principal_cache(request).put(hash_key(secret), found)

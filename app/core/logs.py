@@ -7,7 +7,8 @@ The formatter is a few lines of our own rather than python-json-logger: it needs
 Each request gets an id: the client's ``X-Request-ID`` when it is a sane token, else a new one.
 It is echoed in the response and carried by every line logged while the request runs. The
 request line holds the route template, never the path or query string (which may carry
-secrets or names), and never a body or a header other than the id.
+secrets or names), and never a body or a header other than the id. The same pass, timed once,
+feeds the request metrics (app/core/metrics.py).
 """
 
 import json
@@ -23,7 +24,7 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.core.metrics import route_template
+from app.core.metrics import Metrics, route_template
 from app.redaction import redact_value
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -100,17 +101,20 @@ def _request_id_from(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
-class RequestLogMiddleware:
-    """Gives each request its id and logs one line when it ends."""
+class RequestRecordMiddleware:
+    """One pass per request for all that is recorded of it: gives it its id, times it once,
+    and when it ends logs its line and counts it in the metrics."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        method = scope["method"]
         current = _request_id_from(scope)
         token = request_id.set(current)
         status = 500
@@ -122,24 +126,29 @@ class RequestLogMiddleware:
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = current
             await send(message)
 
+        in_progress = self.metrics.in_progress_of(method)
+        in_progress.inc()
         try:
             await self.app(scope, receive, send_with_request_id)
         finally:
-            self._log(scope, status, time.perf_counter() - started)
+            in_progress.dec()
+            seconds = time.perf_counter() - started
+            route = route_template(scope)
+            self.metrics.observe_request(method, route, status, seconds)
+            _log(scope, method, route, status, seconds)
             request_id.reset(token)
 
-    @staticmethod
-    def _log(scope: Scope, status: int, seconds: float) -> None:
-        method, route = scope["method"], route_template(scope)
-        fields: dict[str, Any] = {
-            "method": method,
-            "route": route,
-            "status": status,
-            "duration_ms": round(seconds * 1000, 3),
-        }
-        # Set by the authentication dependency once the key is known.
-        tenant = scope.get("state", {}).get("tenant")
-        if tenant is not None:
-            fields["tenant"] = tenant
-        level = logging.ERROR if status >= 500 else logging.INFO
-        access_log.log(level, "%s %s %d", method, route, status, extra=fields)
+
+def _log(scope: Scope, method: str, route: str, status: int, seconds: float) -> None:
+    fields: dict[str, Any] = {
+        "method": method,
+        "route": route,
+        "status": status,
+        "duration_ms": round(seconds * 1000, 3),
+    }
+    # Set by the authentication dependency once the key is known.
+    tenant = scope.get("state", {}).get("tenant")
+    if tenant is not None:
+        fields["tenant"] = tenant
+    level = logging.ERROR if status >= 500 else logging.INFO
+    access_log.log(level, "%s %s %d", method, route, status, extra=fields)

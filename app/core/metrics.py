@@ -2,7 +2,6 @@
 requests queue: for a worker thread, for a database connection, for an archive export's turn
 (read when scraped)."""
 
-import time
 from collections.abc import Callable, Iterator
 from weakref import WeakKeyDictionary
 
@@ -15,7 +14,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 from starlette.applications import Starlette
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from app.core.db import ObservedQueuePool
 from app.core.limits import Turns
@@ -171,6 +170,10 @@ class Metrics:
         )
         self.registry.register(PoolCollector(engines))
         self.registry.register(QueueCollector(threads, exports))
+        # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
+        # lock at every call, and the series are few (methods, routes, statuses).
+        self._in_progress: dict[str, Gauge] = {}
+        self._ended: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe_pools(self, engines: dict[str, Engine]) -> None:
         """Record each pool's waits, by its name."""
@@ -178,33 +181,27 @@ class Metrics:
             if isinstance(engine.pool, ObservedQueuePool):
                 engine.pool.on_wait = self.connection_wait.labels(name).observe
 
+    def in_progress_of(self, method: str) -> Gauge:
+        """The gauge of the requests of this method being handled now."""
+        gauge = self._in_progress.get(method)
+        if gauge is None:
+            gauge = self._in_progress.setdefault(method, self.in_progress.labels(method))
+        return gauge
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count a request that ended, by its route's template (app/core/logs.py times it)."""
+        series = self._ended.get((method, route, status))
+        if series is None:
+            series = self._ended.setdefault(
+                (method, route, status),
+                (
+                    self.requests.labels(method, route, str(status)),
+                    self.latency.labels(method, route),
+                ),
+            )
+        requests, latency = series
+        requests.inc()
+        latency.observe(seconds)
+
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-class MetricsMiddleware:
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-        method = scope["method"]
-
-        async def send_recording_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            with self.metrics.in_progress.labels(method).track_inprogress():
-                await self.app(scope, receive, send_recording_status)
-        finally:
-            template = route_template(scope)
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -1,20 +1,18 @@
-"""What a project holds, by the name its counts are listed under."""
+"""What a project holds, by the name its counts are listed under.
+
+Every domain's rows point at their project (their models import projects'), so projects cannot
+import them back: the app factory hands the list in (``hold``), in the order counts are listed.
+"""
+
+from collections.abc import Mapping
 
 from sqlmodel import SQLModel
 
-from app.agents.models import AgentMemoryItem, AgentSnapshot
-from app.features.models import FeatureContext, Handover
-from app.memory.models import MemoryItem, MemorySummary
-from app.runs.models import RunState
-from app.saves.models import Save
+PROJECT_RESOURCES: dict[str, type[SQLModel]] = {}
 
-PROJECT_RESOURCES: dict[str, type[SQLModel]] = {
-    "saves": Save,
-    "working_context_snapshots": AgentSnapshot,
-    "agent_memory_items": AgentMemoryItem,
-    "runs": RunState,
-    "features": FeatureContext,
-    "handovers": Handover,
-    "memory_summaries": MemorySummary,
-    "memory_items": MemoryItem,
-}
+
+def hold(resources: Mapping[str, type[SQLModel]]) -> None:
+    """What every project holds, for every app in the process: each table with a ``project_id``
+    that cascades from the project's."""
+    PROJECT_RESOURCES.clear()
+    PROJECT_RESOURCES.update(resources)
