@@ -6,15 +6,15 @@ The commit happens before the response is sent: a client never sees a 2xx for a 
 then failed to commit.
 """
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request, Response
 from sqlmodel import Session
 
-from app.core.db import Database
+from app.core.db import Database, session_scope
 from app.core.deps import Admin, Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -31,19 +31,10 @@ class Writes:
     tenant: str
     idempotency: Idempotency | None = None
 
-    @contextmanager
-    def transaction(self) -> Iterator[Session]:
+    def transaction(self) -> AbstractContextManager[Session]:
         """The writer's session: committed when the block succeeds, rolled back when it
         raises. For the writes that change no project's contents (keys, a project's delete)."""
-        session = self.database.write_session()
-        try:
-            yield session
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
-        finally:
-            session.close()
+        return session_scope(self.database.write_session())
 
     def run(self, project: str, change: Change, *, create: bool = True) -> Response:
         """Lock the project, replay the key's first response or claim the key, apply the
