@@ -3,26 +3,33 @@ ETag, and when they last changed; and the one shape every download takes."""
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from app.core.conditional import etag_of
 from app.core.db import utcnow
 
 
 class StoredDocument(Protocol):
-    """A row holding a document: every domain's table has these three columns."""
+    """A row holding a document: the tables of every domain but saves (whose file's time is
+    ``stored_at``, the one the API shows) have these three columns."""
 
     content: bytes
     etag: str
     updated_at: datetime
 
 
-def set_content(row: StoredDocument, content: bytes, *, etag: str | None = None) -> None:
-    """Store ``content`` in ``row`` with its ETag (given when it was computed from other bytes:
-    a gzip-stored save's ETag is its identity bytes') and the time of the change."""
-    row.content = content
-    row.etag = etag if etag is not None else etag_of(content)
-    row.updated_at = utcnow()
+def document_columns(content: bytes) -> dict[str, Any]:
+    """A stored document's three columns, by name: ``content``, its strong ETag, and the time
+    of the change (for a Core statement's values)."""
+    return {"content": content, "etag": etag_of(content), "updated_at": utcnow()}
+
+
+def set_content(row: StoredDocument, content: bytes) -> None:
+    """Store ``content`` in ``row``, with its ETag and the time of the change."""
+    columns = document_columns(content)
+    row.content = columns["content"]
+    row.etag = columns["etag"]
+    row.updated_at = columns["updated_at"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
-from app.core.documents import Download, set_content
+from app.core.documents import Download, document_columns, set_content
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
 from app.formats import project_memory as codec
@@ -182,9 +182,7 @@ def _stored_values(kind: ItemKind, document: dict[str, Any]) -> dict[str, Any]:
         "expires_at": columns.expires_at,
         "resolved": columns.resolved,
         "search_text": columns.search_text[:MAX_SEARCH_CHARS],
-        "content": content,
-        "etag": etag_of(content),
-        "updated_at": utcnow(),
+        **document_columns(content),
     }
 
 

@@ -42,8 +42,7 @@ class Write:
         """The resource's row (None when it does not exist), locked, and the client's
         precondition checked against the version this write will change."""
         row = repository.get(self.project_id, *key, for_update=True)
-        if precondition is not None:
-            precondition(_etag(row))
+        _check(precondition, row)
         return row
 
     def existing(
@@ -57,16 +56,16 @@ class Write:
         row = repository.get(self.project_id, *key, for_update=True)
         if row is None:
             raise missing
-        if precondition is not None:
-            precondition(_etag(row))
+        _check(precondition, row)
         return row
 
 
-def _etag(row: object) -> str | None:
-    if row is None:
-        return None
-    document: StoredDocument = row  # type: ignore[assignment]  # every scoped table stores one
-    return document.etag
+def _check(precondition: Precondition | None, row: object) -> None:
+    """The client's precondition against the row's ETag (None: no such row yet)."""
+    if precondition is None:
+        return
+    document: StoredDocument | None = row  # type: ignore[assignment]  # a row with a precondition stores a document
+    precondition(None if document is None else document.etag)
 
 
 def begin_write(session: Session, tenant: str, project: str, *, create: bool = True) -> Write:

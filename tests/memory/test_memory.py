@@ -189,6 +189,17 @@ def test_a_create_retry_with_the_idempotency_key_counts_once(client, project):
     assert _list(client, project, "failures") == [first.json()["id"]]
 
 
+def test_a_replayed_retry_records_no_write_on_the_project(client, project):
+    """The write runner takes the project's lock before the key (the lock order), and rolls
+    that back when it replays: the project's last write stays the first request's."""
+    headers = {"Idempotency-Key": "k-2"}
+    _post(client, project, "decisions", {"id": "d1", "decision": "Use JWT"}, **headers)
+    before = client.get(f"/v1/projects/{project}").json()["last_write_at"]
+    again = _post(client, project, "decisions", {"id": "d1", "decision": "Use JWT"}, **headers)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert client.get(f"/v1/projects/{project}").json()["last_write_at"] == before
+
+
 def test_filters_and_full_text_search(client, project):
     _put_file(
         client,
