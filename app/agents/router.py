@@ -109,12 +109,7 @@ def delete_snapshot(
 ) -> Response:
     """Drop the cache. Honours If-Match."""
     precondition = if_match(request)
-
-    def change(write: Write) -> Response:
-        service.delete_snapshot(write, agent, precondition)
-        return Response(status_code=204)
-
-    return writes.run(project, change)
+    return writes.delete(project, lambda write: service.delete_snapshot(write, agent, precondition))
 
 
 @router.post(

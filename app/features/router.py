@@ -85,12 +85,7 @@ def _delete(
     request: Request,
 ) -> Response:
     precondition = if_match(request)
-
-    def change(write: Write) -> Response:
-        service.delete(write, file, feature, precondition)
-        return Response(status_code=204)
-
-    return writes.run(project, change)
+    return writes.delete(project, lambda write: service.delete(write, file, feature, precondition))
 
 
 def _add_file_routes(

@@ -393,12 +393,9 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
     ) -> Response:
         """Delete one item (maintenance never deletes; this does). Honours If-Match."""
         precondition = if_match(request)
-
-        def change(write: Write) -> Response:
-            service.delete_item(write, kind, item_id, precondition)
-            return Response(status_code=204)
-
-        return writes.run(project, change)
+        return writes.delete(
+            project, lambda write: service.delete_item(write, kind, item_id, precondition)
+        )
 
 
 for _plural, _kind in (

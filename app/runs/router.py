@@ -196,9 +196,4 @@ def patch_state(
 def delete_run(project: ProjectName, run: RunName, request: Request, writes: WritesDep) -> Response:
     """Delete the run: its state, its backup and its counted sessions. Honours If-Match."""
     precondition = if_match(request)
-
-    def change(write: Write) -> Response:
-        service.delete_run(write, run, precondition)
-        return Response(status_code=204)
-
-    return writes.run(project, change)
+    return writes.delete(project, lambda write: service.delete_run(write, run, precondition))

@@ -153,12 +153,7 @@ def delete_save(
 ) -> Response:
     """Delete one save. Honours If-Match."""
     precondition = if_match(request)
-
-    def change(write: Write) -> Response:
-        service.delete_save(write, save_id, precondition)
-        return Response(status_code=204)
-
-    return writes.run(project, change)
+    return writes.delete(project, lambda write: service.delete_save(write, save_id, precondition))
 
 
 @router.post("/saves:prune", response_model=PruneResult)

@@ -50,6 +50,15 @@ class Writes:
                 return replayed
             return self.idempotency.record(session, change(write))
 
+    def delete(self, project: str, remove: Callable[[Write], None]) -> Response:
+        """Run a change that answers nothing (a delete): 204 once it has committed."""
+
+        def change(write: Write) -> Response:
+            remove(write)
+            return Response(status_code=204)
+
+        return self.run(project, change)
+
 
 # Coroutines, though they do no I/O: FastAPI runs a plain function dependency in a thread of
 # its own, a hop a request should not pay for this.
