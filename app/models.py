@@ -9,7 +9,7 @@ from app.idempotency.models import IdempotencyRecord
 from app.keys.models import ApiKey
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.projects.models import Project
-from app.runs.models import RunCountedSession, RunState
+from app.runs.models import RunBead, RunCountedSession, RunState
 from app.saves.models import Save
 
 # By the name each count is listed under, in the order a project lists them.
@@ -38,6 +38,7 @@ __all__ = [
     "MemorySummary",
     "PROJECT_RESOURCES",
     "Project",
+    "RunBead",
     "RunCountedSession",
     "RunState",
     "Save",

@@ -1,12 +1,15 @@
 """A stored document: the exact bytes its tool wrote (or the service rendered), their strong
-ETag, and when they last changed; and the one shape every download takes."""
+ETag, and when they last changed; a document kept as its parts (``app/formats/parts.py``); and
+the one shape every download takes."""
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from app.core.conditional import etag_of
 from app.core.db import utcnow
+from app.formats import parts
 
 
 class StoredDocument(Protocol):
@@ -30,6 +33,53 @@ def set_content(row: StoredDocument, content: bytes) -> None:
     row.content = columns["content"]
     row.etag = columns["etag"]
     row.updated_at = columns["updated_at"]
+
+
+class PartedDocument(StoredDocument, Protocol):
+    """A row holding a document as its parts: ``content`` is its head, whose collection at
+    ``parts_at`` (None: the head is the whole document) holds members kept in rows of their
+    own; ``size_bytes`` is the whole document's size."""
+
+    parts_at: int | None
+    size_bytes: int
+
+
+def parted_columns(head: parts.Head, members: list[bytes]) -> dict[str, Any]:
+    """The columns of a document stored whole (its members' rows written with it): its ETag
+    is its content's, as for any stored document."""
+    content = parts.join(head.content, head.at, members)
+    return {
+        "content": head.content,
+        "parts_at": head.at,
+        "size_bytes": len(content),
+        "etag": etag_of(content),
+        "updated_at": utcnow(),
+    }
+
+
+def changed_parts_columns(
+    row: PartedDocument, head: parts.Head, grown: int, *members: bytes
+) -> dict[str, Any]:
+    """The columns after a change to a document kept as its parts: its new head, and the
+    members added or replaced (``grown``: what they add to the size); the rows of the others
+    are neither read nor written.
+
+    The ETag is the previous one hashed with the change, not the whole document's hash, which
+    would read every member: still a strong validator. Bytes that differ have different tags
+    (by induction from a whole store's content hash: the same previous version and the same
+    change give the same bytes), and the tag is stored, so every read of these bytes shows it.
+    """
+    change = hashlib.blake2b(digest_size=16)
+    for piece in (row.etag.encode("ascii"), head.content, *members):
+        change.update(len(piece).to_bytes(8, "big"))
+        change.update(piece)
+    return {
+        "content": head.content,
+        "parts_at": head.at,
+        "size_bytes": row.size_bytes - len(row.content) + len(head.content) + grown,
+        "etag": '"' + change.hexdigest() + '"',
+        "updated_at": utcnow(),
+    }
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ from app.projects.models import project_id_column
 
 
 class FeatureContext(SQLModel, table=True):
-    """One feature's ``context.json``: its exact bytes and the fields lists query."""
+    """One feature's ``context.json``, kept as its parts (``app/core/documents.py``
+    ``PartedDocument``): its head, and its handover notes in their rows (``Handover.note``),
+    so that an append writes one note; and the fields lists query."""
 
     __tablename__ = "feature_contexts"
     __table_args__ = (
@@ -25,7 +27,12 @@ class FeatureContext(SQLModel, table=True):
     current_phase: str | None = Field(default=None, sa_column=Column(String, nullable=True))
     intervention_required: bool = False
     blocked_task: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    # The head: the file with handover_notes.history empty, its "[" at parts_at. None: the
+    # whole file (one without that array, or stored before migration 0013 and not changed
+    # since).
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    parts_at: int | None = Field(default=None, sa_type=BigInteger)
+    # The whole file's.
     size_bytes: int = Field(sa_type=BigInteger)
     etag: str = Field(max_length=40)
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
@@ -57,7 +64,9 @@ class Handover(SQLModel, table=True):
     timestamp: datetime = Field(sa_type=UTCDateTime)
     from_agent: str = Field(max_length=256)
     to_agent: str = Field(max_length=256)
-    # The note itself (compact JSON), so that a listing never parses a context.
+    # The note itself, so that a listing never parses a context: as it stands in the file
+    # (``feature_context.note_part``), the member ``parts.join`` puts back; compact JSON in the
+    # rows of a context stored before migration 0013 and not changed since.
     note: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
 
 

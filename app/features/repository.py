@@ -1,7 +1,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, update
+from sqlalchemy import bindparam, delete, func, insert, update
 from sqlmodel import col, select
 
 from app.core.db import table_of
@@ -23,6 +23,7 @@ STORE_CONTEXT = (
             name: bindparam(name)
             for name in (
                 "content",
+                "parts_at",
                 "etag",
                 "updated_at",
                 "size_bytes",
@@ -33,7 +34,11 @@ STORE_CONTEXT = (
         }
     )
 )
-INSERT_HANDOVERS = insert(table_of(Handover))
+HANDOVERS = table_of(Handover)
+INSERT_HANDOVERS = insert(HANDOVERS)
+OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
+NEXT_POSITION = select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0)).where(OF_CONTEXT)
+NOTES = select(HANDOVERS.c.note).where(OF_CONTEXT).order_by(HANDOVERS.c.position)
 
 
 class FeatureRepository(ProjectScopedRepository[FeatureContext]):
@@ -80,6 +85,15 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
 
     def delete_for(self, context_id: int) -> None:
         self.session.execute(delete(Handover).where(col(Handover.context_id) == context_id))
+
+    def next_position(self, context_id: int) -> int:
+        """Where a note appended to the context goes: one read of its index."""
+        position: int = self.session.execute(NEXT_POSITION, {"context_id": context_id}).scalar_one()
+        return position
+
+    def notes(self, context_id: int) -> list[bytes]:
+        """The context's notes, in order: the members of its ``handover_notes.history``."""
+        return list(self.session.execute(NOTES, {"context_id": context_id}).scalars())
 
     def page(
         self,

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Query, Request, Response
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
+from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
@@ -60,7 +61,7 @@ def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None =
     )
 
 
-def _document(context: FeatureContext, status_code: int, **headers: str) -> Response:
+def _document(context: Download, status_code: int, **headers: str) -> Response:
     return Response(
         content=context.content,
         status_code=status_code,

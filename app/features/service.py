@@ -4,10 +4,17 @@ feature's task graph, ``workflow.json``.
 Every change to a context is a read-modify-write of its document under the row's lock
 (``Write.existing``), and the handover rows change in the same transaction as the document,
 so that the list of handovers always says what the contexts say.
+
+A context is kept as its parts (``app/core/documents.py`` ``PartedDocument``): its head, and
+its handover notes, whose rows are the members of ``handover_notes.history``. Storing a whole
+document writes them all; a handover appends one row and rewrites the head, a review or a
+reset rewrites the head alone, and neither reads the other notes: their cost does not grow
+with the feature. Only the new note (and not the head, stored redacted) is redacted: redaction
+works value by value, so the whole document's redaction is its parts'.
 """
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -17,13 +24,18 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition
 from app.core.db import utcnow
-from app.core.documents import Download, set_content
+from app.core.documents import (
+    Download,
+    changed_parts_columns,
+    parted_columns,
+    set_content,
+)
 from app.core.errors import Conflict, NotFound
 from app.features import breaker
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.features.repository import FeatureRepository, HandoverRepository, WorkflowRepository
 from app.features.schemas import FeatureSummary, WorkflowSummary
-from app.formats import feature_context, feature_workflow, jsondoc
+from app.formats import feature_context, feature_workflow, jsondoc, parts
 from app.projects.service import project_id
 from app.redaction import Redactions
 from app.storage.repository import ProjectScopedRepository
@@ -58,7 +70,16 @@ def download(
     row = file.repository(session).get(project_id(session, tenant, project), feature_id)
     if row is None:
         raise file.not_found(feature_id)
-    return Download(filename=file.filename, etag=row.etag, content=row.content)
+    return Download(filename=file.filename, etag=row.etag, content=_whole(session, row))
+
+
+def _whole(session: Session, row: "FeatureContext | FeatureWorkflow") -> bytes:
+    """The file's bytes: a context's head joined with its notes."""
+    if not isinstance(row, FeatureContext) or row.parts_at is None:
+        return row.content
+    assert row.id is not None
+    notes = HandoverRepository(session).notes(row.id)
+    return parts.join(row.content, row.parts_at, notes)
 
 
 def _locked_or_new(
@@ -77,7 +98,7 @@ def _locked_or_new(
     return row, False
 
 
-def _set_file(row: "FeatureContext | FeatureWorkflow | StoredContext", content: bytes) -> None:
+def _set_file(row: FeatureWorkflow, content: bytes) -> None:
     set_content(row, content)
     row.size_bytes = len(content)
 
@@ -105,47 +126,53 @@ def _now_text() -> str:
 
 @dataclass(frozen=True)
 class PreparedContext:
-    """A context redacted and rendered: everything that needs no database."""
+    """A context redacted and split into its parts: everything that needs no database."""
 
     document: dict[str, Any]
-    content: bytes
+    head: parts.Head
+    notes: list[bytes]
 
 
 def _prepared(document: dict[str, Any]) -> PreparedContext:
     # In place: the handover rows are read from the redacted document.
     redaction.for_storage(document)
-    return PreparedContext(document, feature_context.render(document))
+    return _split(document)
+
+
+def _content(prepared: PreparedContext) -> bytes:
+    return parts.join(prepared.head.content, prepared.head.at, prepared.notes)
+
+
+def _split(document: dict[str, Any]) -> PreparedContext:
+    head, notes = feature_context.split(document)
+    return PreparedContext(document, head, notes)
 
 
 def prepare_context(raw: bytes) -> PreparedContext:
     return _prepared(feature_context.parse(raw))
 
 
-@dataclass
-class StoredContext:
-    """A context's document as stored, by value: the columns ``FeatureRepository.store`` sets
-    (``_set_context`` fills them in)."""
-
-    content: bytes = b""
-    etag: str = ""
-    updated_at: datetime = datetime.min
-    size_bytes: int = 0
-    current_phase: str | None = None
-    intervention_required: bool = False
-    blocked_task: str | None = None
+def _read_columns(document: dict[str, Any]) -> dict[str, Any]:
+    """The columns read from a context's document (its head holds them all)."""
+    breaker_state = document.get("circuit_breaker", {})
+    return {
+        "current_phase": document.get("current_phase"),
+        "intervention_required": breaker_state.get("intervention_required", False),
+        "blocked_task": breaker_state.get("blocked_task"),
+    }
 
 
-def _set_context(context: FeatureContext | StoredContext, prepared: PreparedContext) -> None:
-    """Store the document in the row, and every column read from it."""
-    breaker_state = prepared.document.get("circuit_breaker", {})
-    _set_file(context, prepared.content)
-    context.current_phase = prepared.document.get("current_phase")
-    context.intervention_required = breaker_state.get("intervention_required", False)
-    context.blocked_task = breaker_state.get("blocked_task")
+def _set_context(context: FeatureContext, prepared: PreparedContext) -> None:
+    """Store the whole document in the row, and every column read from it."""
+    columns = parted_columns(prepared.head, prepared.notes) | _read_columns(prepared.document)
+    for name, value in columns.items():
+        setattr(context, name, value)
 
 
-def _handover_values(context: FeatureContext, handover: feature_context.Handover) -> dict[str, Any]:
-    """A handover's row, by its columns' values."""
+def _handover_values(
+    context: FeatureContext, handover: feature_context.Handover, note: bytes
+) -> dict[str, Any]:
+    """A handover's row, by its columns' values; ``note`` is its ``note_part``."""
     return {
         "project_id": context.project_id,
         "context_id": context.id,
@@ -154,19 +181,30 @@ def _handover_values(context: FeatureContext, handover: feature_context.Handover
         "timestamp": handover.timestamp,
         "from_agent": handover.from_agent,
         "to_agent": handover.to_agent,
-        "note": feature_context.note_bytes(handover.note),
+        "note": note,
     }
 
 
-def _rewrite(write: Write, context: FeatureContext, document: dict[str, Any]) -> str:
-    """Store a change to an existing context's document that leaves its history as indexed
-    (a note appended to it aside), by value: one prebuilt UPDATE, no unit of work (``context``
-    keeps the version it was read at). Returns the new ETag."""
-    stored = StoredContext()
-    _set_context(stored, _prepared(document))
-    assert context.id is not None
-    FeatureRepository(write.session).store(context.id, asdict(stored))
-    return stored.etag
+def _rewrite_head(
+    write: Write, context: FeatureContext, head: dict[str, Any], *appended: bytes
+) -> str:
+    """Store a change to a context kept as its parts that leaves its notes as they are but
+    for ``appended`` (whose rows the caller writes): the new head, by value, in one prebuilt
+    UPDATE, no unit of work (``context`` keeps the version it was read at). ``head`` is
+    redacted already. Returns the new ETag."""
+    assert context.parts_at is not None and context.id is not None
+    prepared = _split(head)
+    assert prepared.head.at is not None, "a head keeps its handover_notes.history"
+    grown = sum(
+        parts.first_member_size(prepared.head.content, prepared.head.at, note)
+        if context.size_bytes == len(context.content) and position == 0
+        else parts.member_size(prepared.head.content, prepared.head.at, note)
+        for position, note in enumerate(appended)
+    )
+    columns = changed_parts_columns(context, prepared.head, grown, *appended)
+    FeatureRepository(write.session).store(context.id, columns | _read_columns(head))
+    etag: str = columns["etag"]
+    return etag
 
 
 def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> None:
@@ -178,8 +216,9 @@ def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> 
     repository = HandoverRepository(write.session)
     if replacing:
         repository.delete_for(context.id)
+    handovers = feature_context.handovers(prepared.document)
     repository.insert(
-        [_handover_values(context, h) for h in feature_context.handovers(prepared.document)]
+        [_handover_values(context, h, n) for h, n in zip(handovers, prepared.notes, strict=True)]
     )
 
 
@@ -190,18 +229,20 @@ def _existing(write: Write, feature_id: str, precondition: Precondition) -> Feat
     )
 
 
-def _document(context: FeatureContext) -> dict[str, Any]:
+def _head(context: FeatureContext) -> dict[str, Any]:
+    """The document of a context's head (with ``handover_notes.history`` empty)."""
     document: dict[str, Any] = jsondoc.load(context.content)
     return document
 
 
-def create(write: Write, feature_id: str) -> FeatureContext:
+def create(write: Write, feature_id: str) -> Download:
     """A new context from the documented template, both timestamps now."""
     context, created = _locked_or_new(write, CONTEXT, feature_id, None)
     if not created:
         raise Conflict(f"Feature {feature_id!r} already exists; PUT its context to replace it.")
-    _store(write, context, _prepared(feature_context.template(feature_id, _now_text())))
-    return context
+    prepared = _prepared(feature_context.template(feature_id, _now_text()))
+    _store(write, context, prepared)
+    return Download(CONTEXT.filename, context.etag, _content(prepared))
 
 
 def store_context(
@@ -213,18 +254,20 @@ def store_context(
     return context, created
 
 
-def patch(write: Write, feature_id: str, merge: Any, precondition: Precondition) -> FeatureContext:
+def patch(write: Write, feature_id: str, merge: Any, precondition: Precondition) -> Download:
     """RFC 7396 merge patch. The result must be a valid context (422 and nothing changed
     otherwise); ``last_updated`` moves unless the patch sets it or changes nothing."""
     context = _existing(write, feature_id, precondition)
-    patched = jsondoc.merge_patch(_document(context), merge)
+    whole = _whole(write.session, context)
+    patched = jsondoc.merge_patch(jsondoc.load(whole), merge)
     feature_context.check(patched)
-    if feature_context.render(patched) == context.content:
-        return context
+    if feature_context.render(patched) == whole:
+        return Download(CONTEXT.filename, context.etag, whole)
     if "last_updated" not in merge:
         patched["last_updated"] = _now_text()
-    _store(write, context, _prepared(patched))
-    return context
+    prepared = _prepared(patched)
+    _store(write, context, prepared)
+    return Download(CONTEXT.filename, context.etag, _content(prepared))
 
 
 def list_features(
@@ -261,20 +304,30 @@ def append_handover(
     write: Write, feature_id: str, note: dict[str, Any], precondition: Precondition
 ) -> Appended:
     """Append to ``handover_notes.history``; the note's timestamp is now when it has none,
-    and ``last_updated`` moves to now."""
+    and ``last_updated`` moves to now. A context kept as its parts gets one row more and a new
+    head; one that is whole (without the array, or not changed since migration 0013) is
+    stored whole once, and as its parts from then on."""
     context = _existing(write, feature_id, precondition)
-    document = _document(context)
     now = _now_text()
     if note.get("timestamp") is None:
         note = {"timestamp": now, **{k: v for k, v in note.items() if k != "timestamp"}}
-    history = document.setdefault("handover_notes", {}).setdefault("history", [])
-    history.append(note)
-    document["last_updated"] = now
-    etag = _rewrite(write, context, document)
-    index = len(history) - 1
-    HandoverRepository(write.session).insert(
-        [_handover_values(context, feature_context.handover(index, note))]
-    )
+    if context.parts_at is None:
+        document = _head(context)
+        history = document.setdefault("handover_notes", {}).setdefault("history", [])
+        history.append(note)
+        document["last_updated"] = now
+        _store(write, context, _prepared(document))
+        return Appended(len(history) - 1, note, now, context.etag)
+    assert context.id is not None
+    repository = HandoverRepository(write.session)
+    index = repository.next_position(context.id)
+    # Redacted where it stands in the document, so that each site's pointer is the same.
+    redaction.for_storage({"handover_notes": {"history": {str(index): note}}})
+    head = _head(context)
+    head["last_updated"] = now
+    part = feature_context.note_part(note)
+    etag = _rewrite_head(write, context, head, part)
+    repository.insert([_handover_values(context, feature_context.handover(index, note), part)])
     return Appended(index, note, now, etag)
 
 
@@ -310,11 +363,17 @@ def _operate(
     precondition: Precondition,
     operation: Callable[[dict[str, Any], str], breaker.Change],
 ) -> tuple[breaker.Change, str]:
-    """The operation on the context's document, stored; what it did, and the new ETag."""
+    """The operation on the context's document, stored; what it did, and the new ETag. The
+    operations change the head alone: of a context kept as its parts, only the head is read
+    and written."""
     context = _existing(write, feature_id, precondition)
-    document = _document(context)
+    document = _head(context)
     change = operation(document, _now_text())
-    return change, _rewrite(write, context, document)
+    if context.parts_at is None:
+        _store(write, context, _prepared(document))
+        return change, context.etag
+    redaction.for_storage(document)
+    return change, _rewrite_head(write, context, document)
 
 
 def review(

@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from app.formats import parts
 from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
 from app.formats.jsondoc import INT64, pointer
 
@@ -546,3 +547,44 @@ def render(state: dict[str, Any]) -> bytes:
     out: list[str] = []
     _write(_as_struct(state), STATE_FIELDS, "", out)
     return "".join(out).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# As parts: the state's head, and its history's entries (``app/formats/parts.py``)
+
+# The state's fields with ``history`` written as the marker ``parts.hole`` looks for.
+_HEAD_FIELDS = tuple(
+    Field(field.name, "string") if field.kind == "history" else field for field in STATE_FIELDS
+)
+
+
+def entry_part(bead: str, entry: dict[str, Any]) -> bytes:
+    """A history entry as a member of ``history`` (``parts.join``): its key and its value."""
+    out = [go_string(bead), ": "]
+    _write(entry, ENTRY_FIELDS, "", out)
+    return "".join(out).encode("utf-8")
+
+
+def entry_of_part(part: bytes) -> tuple[str, dict[str, Any]]:
+    """The key and the entry of an ``entry_part``."""
+    [(bead, value)] = decode(b"{" + part + b"}").items()
+    reader = _Reader(zero_missing=False, version=CURRENT_VERSION)
+    entry = reader.struct(value, ENTRY_FIELDS, ("history", bead))
+    if reader.errors:
+        raise InvalidDocument("The history entry is not atari's.", reader.errors)
+    return bead, entry
+
+
+def split(state: dict[str, Any]) -> tuple[parts.Head, list[tuple[str, bytes]]]:
+    """A state as its head and its history's entries, by key in the order Go writes them
+    (``parts.join`` of the two is ``render(state)``). Go always writes ``history``."""
+    struct = _as_struct(state)
+    history: dict[str, Any] = struct["history"]
+
+    def render_with(marker: str) -> bytes:
+        out: list[str] = []
+        _write({**struct, "history": marker}, _HEAD_FIELDS, "", out)
+        return "".join(out).encode("utf-8")
+
+    head = parts.hole(render_with, lambda text: go_string(text).encode("utf-8"), b"{}")
+    return head, [(bead, entry_part(bead, history[bead])) for bead in sorted(history)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from app.formats import jsondoc
+from app.formats import jsondoc, parts
 from app.formats.errors import InvalidDocument
 from app.formats.timestamps import parse_iso8601
 
@@ -264,6 +264,27 @@ def parse(raw: bytes) -> dict[str, Any]:
 
 def render(document: dict[str, Any]) -> bytes:
     return jsondoc.dumps_indent2(document)
+
+
+def note_part(note: dict[str, Any]) -> bytes:
+    """A handover note as a member of ``handover_notes.history`` (``parts.join``)."""
+    return jsondoc.dumps_indent2(note)
+
+
+def split(document: dict[str, Any]) -> tuple[parts.Head, list[bytes]]:
+    """A checked context as its head and its handover notes (``parts.join`` of the two is
+    ``render(document)``); a context without ``handover_notes.history`` is all head."""
+    notes = document.get("handover_notes")
+    if not isinstance(notes, dict) or "history" not in notes:
+        return parts.Head(render(document), None), []
+    history: list[dict[str, Any]] = notes["history"]
+
+    def render_with(marker: str) -> bytes:
+        # Copies that keep every key in its place: the document itself is left as it is.
+        return render({**document, "handover_notes": {**notes, "history": marker}})
+
+    head = parts.hole(render_with, lambda text: json.dumps(text).encode("ascii"), b"[]")
+    return head, [note_part(note) for note in history]
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ class MemoryItem(SQLModel, table=True):
         Index("ix_memory_items_project_kind_category", "project_id", "kind", "category"),
         Index("ix_memory_items_project_kind_severity", "project_id", "kind", "severity"),
         Index("ix_memory_items_project_kind_position", "project_id", "kind", "position"),
+        Index("ix_memory_items_project_kind_number", "project_id", "kind", "id_number"),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
@@ -60,6 +61,10 @@ class MemoryItem(SQLModel, table=True):
     kind: str = Field(max_length=16)
     # The document's own "id" (dec-001); validated to at most 256 characters.
     item_id: str
+    # The number in an id of the writer's own form (dec-007: 7), so that the next one is found
+    # by the index, not by reading every id; None for any other id. Capped at ID_NUMBER_CAP:
+    # a larger number is read from the ids at the cap (``app/memory/service.py`` ``_next_id``).
+    id_number: int | None = Field(default=None, sa_type=BigInteger)
     # Where the item stands in its file.
     position: int = Field(sa_type=BigInteger)
     feature_id: str | None = None

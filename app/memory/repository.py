@@ -112,6 +112,10 @@ def _new_item_context_statement() -> Any:
 # connection with their values bound per call.
 NEW_ITEM_CONTEXT = _new_item_context_statement()
 INSERT_ITEM = insert(table_of(MemoryItem))
+HIGHEST_ID_NUMBER = sqlalchemy.select(func.max(table_of(MemoryItem).c.id_number)).where(
+    table_of(MemoryItem).c.project_id == bindparam("project_id"),
+    table_of(MemoryItem).c.kind == bindparam("kind"),
+)
 
 
 class ItemRepository(ProjectScopedRepository[MemoryItem]):
@@ -195,9 +199,19 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         """A new item, by its columns' values: a Core INSERT, no unit of work."""
         self.session.connection().execute(INSERT_ITEM, values)
 
-    def item_ids(self, project_id: int, kind: str) -> list[str]:
+    def highest_id_number(self, project_id: int, kind: str) -> int | None:
+        """The highest ``id_number`` of the kind's items: one read of its index."""
+        parameters = {"project_id": project_id, "kind": kind}
+        highest: int | None = (
+            self.session.connection().execute(HIGHEST_ID_NUMBER, parameters).scalar_one()
+        )
+        return highest
+
+    def item_ids_numbered(self, project_id: int, kind: str, number: int) -> list[str]:
         statement = select(MemoryItem.item_id).where(
-            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+            MemoryItem.project_id == project_id,
+            MemoryItem.kind == kind,
+            MemoryItem.id_number == number,
         )
         return list(self.session.exec(statement))
 

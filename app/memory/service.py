@@ -44,6 +44,11 @@ ITEM_FILES = {
     ItemKind.constraint: "active-constraints.json",
 }
 ID_PREFIX = {ItemKind.decision: "dec", ItemKind.failure: "fail", ItemKind.constraint: "con"}
+ID_PATTERN = {
+    kind: re.compile(re.escape(prefix) + r"-(\d+)$") for kind, prefix in ID_PREFIX.items()
+}
+# An id's number as indexed (``MemoryItem.id_number``): what a BIGINT column holds.
+ID_NUMBER_CAP = jsondoc.INT64_MAX
 # Seed 004, "Maintenance": decisions archived after 50 features, resolved failures after 100.
 DECISIONS_KEPT_FOR_FEATURES = 50
 RESOLVED_FAILURES_KEPT_FOR_FEATURES = 100
@@ -175,6 +180,7 @@ def _stored_values(kind: ItemKind, document: dict[str, Any]) -> dict[str, Any]:
     return {
         "kind": kind.value,
         "item_id": columns.item_id,
+        "id_number": _id_number(kind, columns.item_id),
         "feature_id": columns.feature_id,
         "category": columns.category,
         "severity": columns.severity,
@@ -278,13 +284,23 @@ def _require_object(document: Any) -> dict[str, Any]:
     return document
 
 
+def _id_number(kind: ItemKind, item_id: str) -> int | None:
+    """The number of an id of the writer's form (dec-007: 7), at most ``ID_NUMBER_CAP``."""
+    match = ID_PATTERN[kind].match(item_id)
+    return None if match is None else min(int(match.group(1)), ID_NUMBER_CAP)
+
+
 def _next_id(repository: ItemRepository, pid: int, kind: ItemKind) -> str:
-    """The writer's numbering, dec-001 and on: one past the highest number in use."""
-    pattern = re.compile(re.escape(ID_PREFIX[kind]) + r"-(\d+)$")
-    numbers = [
-        int(m.group(1)) for i in repository.item_ids(pid, kind.value) if (m := pattern.match(i))
-    ]
-    return f"{ID_PREFIX[kind]}-{max(numbers, default=0) + 1:03d}"
+    """The writer's numbering, dec-001 and on: one past the highest number in use, from the
+    index of numbers; past the cap (ids no writer makes), from the ids at the cap."""
+    highest = repository.highest_id_number(pid, kind.value)
+    if highest == ID_NUMBER_CAP:
+        highest = max(
+            int(match.group(1))
+            for item_id in repository.item_ids_numbered(pid, kind.value, ID_NUMBER_CAP)
+            if (match := ID_PATTERN[kind].match(item_id))
+        )
+    return f"{ID_PREFIX[kind]}-{(highest or 0) + 1:03d}"
 
 
 @dataclass(frozen=True)

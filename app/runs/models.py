@@ -1,3 +1,4 @@
+import hashlib
 from datetime import datetime
 
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, UniqueConstraint
@@ -31,8 +32,13 @@ class RunState(SQLModel, table=True):
     total_turns: int = Field(sa_type=BigInteger)
     # The document's own ``updated_at`` (the API's ``updated_at``).
     state_updated_at: str = Field(sa_type=SearchableText)
-    # The file exactly as exported.
+    # The file kept as its parts (``app/core/documents.py`` ``PartedDocument``): its head,
+    # whose empty ``history`` is at parts_at, and its entries in ``RunBead`` rows; None: the
+    # whole file, as stored before migration 0013 and not changed since.
     content: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    parts_at: int | None = Field(default=None, sa_type=BigInteger)
+    # The whole file's.
+    size_bytes: int = Field(sa_type=BigInteger)
     etag: str = Field(max_length=40)
     # What state:load set aside: any bytes at all, kept verbatim.
     backup: bytes | None = Field(default=None, sa_column=Column(LargeBinary, nullable=True))
@@ -52,3 +58,26 @@ class RunCountedSession(SQLModel, table=True):
         )
     )
     session_id: str = Field(primary_key=True, max_length=256)
+
+
+class RunBead(SQLModel, table=True):
+    """One entry of a run's ``history``, as it stands in the file (``atari_state.entry_part``),
+    so that an iteration reads and writes its bead alone."""
+
+    __tablename__ = "run_beads"
+
+    run_state_id: int = Field(
+        sa_column=Column(
+            ForeignKey("run_states.id", ondelete="CASCADE"), primary_key=True, nullable=False
+        )
+    )
+    # The bead id's hash (``bead_key``): an id has no length limit in a stored file, an index
+    # entry has one.
+    bead_key: str = Field(primary_key=True, max_length=32)
+    # The bead id in UTF-8: Go writes the map in the byte order of its keys.
+    bead: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+    part: bytes = Field(sa_column=Column(LargeBinary, nullable=False))
+
+
+def bead_key(bead: str) -> str:
+    return hashlib.blake2b(bead.encode("utf-8"), digest_size=16).hexdigest()

@@ -1,11 +1,25 @@
-from sqlmodel import col, select
+from sqlalchemy import bindparam, delete, insert, update
+from sqlmodel import Session, col, select
 
-from app.core.db import conflict_insert
+from app.core.db import conflict_insert, table_of
 from app.core.pagination import SortKey, paginate
-from app.runs.models import RunCountedSession, RunState
+from app.runs.models import RunBead, RunCountedSession, RunState
 from app.storage.repository import ProjectScopedRepository
 
 RECENTLY_WRITTEN_FIRST = [SortKey(RunState.updated_at), SortKey(RunState.id)]
+
+# An iteration's statements on a run's beads, built once, their values bound per call.
+BEADS = table_of(RunBead)
+# Not the columns' names, which an UPDATE keeps for its values.
+OF_RUN = BEADS.c.run_state_id == bindparam("state_id")
+BEAD_PART = select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
+PARTS = select(BEADS.c.part).where(OF_RUN).order_by(BEADS.c.bead)
+INSERT_BEADS = insert(BEADS)
+REPLACE_PART = (
+    update(BEADS)
+    .where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
+    .values(part=bindparam("new_part"))
+)
 
 
 class RunRepository(ProjectScopedRepository[RunState]):
@@ -27,3 +41,37 @@ class RunRepository(ProjectScopedRepository[RunState]):
             .returning(col(RunCountedSession.session_id))
         )
         return self.session.execute(statement).scalar_one_or_none() is not None
+
+
+class BeadRepository:
+    """A run's history entries, each as it stands in its ``state.json`` (``RunBead``): rows
+    of a run's row, which its write holds locked."""
+
+    def __init__(self, session: Session, run_state_id: int) -> None:
+        self.session = session
+        self.run_state_id = run_state_id
+
+    def part(self, key: str) -> bytes | None:
+        parameters = {"state_id": self.run_state_id, "key": key}
+        part: bytes | None = self.session.execute(BEAD_PART, parameters).scalar_one_or_none()
+        return part
+
+    def parts(self) -> list[bytes]:
+        """Every entry, in the order Go writes the map: by the bytes of the bead id."""
+        return list(self.session.execute(PARTS, {"state_id": self.run_state_id}).scalars())
+
+    def insert(self, entries: list[tuple[str, bytes, bytes]]) -> None:
+        """New entries, by ``(key, bead id's UTF-8, part)``."""
+        if entries:
+            rows = [
+                {"run_state_id": self.run_state_id, "bead_key": key, "bead": bead, "part": part}
+                for key, bead, part in entries
+            ]
+            self.session.execute(INSERT_BEADS, rows)
+
+    def replace(self, key: str, part: bytes) -> None:
+        parameters = {"state_id": self.run_state_id, "key": key, "new_part": part}
+        self.session.execute(REPLACE_PART, parameters)
+
+    def delete_all(self) -> None:
+        self.session.execute(delete(RunBead).where(col(RunBead.run_state_id) == self.run_state_id))

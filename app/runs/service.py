@@ -1,4 +1,13 @@
-"""The rules for atari run state: strict import, the tool's load, atomic iteration updates."""
+"""The rules for atari run state: strict import, the tool's load, atomic iteration updates.
+
+A state is kept as its parts (``app/core/documents.py`` ``PartedDocument``): its head, and its
+history's entries in rows of their own (``RunBead``). Storing a whole state writes them all;
+an iteration's start or end reads and writes the head and its bead's entry alone, a patch the
+head alone, so that their cost does not grow with the run. Only what they change is redacted
+(the head, small, and the entry where it stands): redaction works value by value, so the
+whole document's redaction is its parts'. A bead id that redaction would change (a secret as
+an id: it must then be numbered against the other keys) is stored whole.
+"""
 
 import math
 from dataclasses import dataclass
@@ -9,13 +18,13 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
-from app.core.documents import Download, set_content
+from app.core.documents import Download, changed_parts_columns, parted_columns
 from app.core.errors import Conflict, NotFound
-from app.formats import atari_state, jsondoc
+from app.formats import atari_state, jsondoc, parts
 from app.projects.service import project_id
 from app.redaction import redact_pointer, redact_value
-from app.runs.models import RunState
-from app.runs.repository import RunRepository
+from app.runs.models import RunState, bead_key
+from app.runs.repository import BeadRepository, RunRepository
 from app.runs.schemas import (
     BeadEntry,
     IterationEnd,
@@ -55,22 +64,22 @@ def _notices(notes: list[atari_state.Note]) -> list[Notice]:
 
 @dataclass(frozen=True)
 class RenderedState:
-    """A state redacted and rendered: everything that needs no database."""
+    """A state redacted and split into its parts: everything that needs no database."""
 
     state: dict[str, Any]
-    content: bytes
+    head: parts.Head
+    entries: list[tuple[str, bytes]]
 
 
 def _rendered(state: dict[str, Any]) -> RenderedState:
     # Redaction changes strings only, so the typed fields Go reads stay valid.
     state = redaction.for_storage(state)
-    return RenderedState(state, atari_state.render(state))
+    head, entries = atari_state.split(state)
+    return RenderedState(state, head, entries)
 
 
-def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
-    """Store the rendered state in the run's row: the document, and every column read from it."""
-    state = rendered.state
-    set_content(row, rendered.content)
+def _set_columns(row: RunState, state: dict[str, Any]) -> None:
+    """The columns read from the state (its head holds them all)."""
     row.version = state["version"]
     row.status = state["status"]
     row.iteration = state["iteration"]
@@ -78,7 +87,88 @@ def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
     row.total_cost = state["total_cost"]
     row.total_turns = state["total_turns"]
     row.state_updated_at = state["updated_at"]
+
+
+def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
+    """Store a whole state in the run's row, its head and its entries' rows, and every column
+    read from it."""
+    replacing = row.id is not None
+    columns = parted_columns(rendered.head, [part for _bead, part in rendered.entries])
+    for name, value in columns.items():
+        setattr(row, name, value)
+    _set_columns(row, rendered.state)
+    row = RunRepository(write.session).add(row)
+    assert row.id is not None
+    beads = BeadRepository(write.session, row.id)
+    if replacing:
+        beads.delete_all()
+    beads.insert([(bead_key(bead), bead.encode("utf-8"), part) for bead, part in rendered.entries])
+    return row
+
+
+def _store_change(
+    write: Write, row: RunState, state: dict[str, Any], bead: str | None, old: bytes | None
+) -> RunState:
+    """Store a change to a state kept as its parts: ``state`` is its head with, in its
+    history, ``bead``'s entry alone (None: no entry changed), whose stored part was ``old``
+    (None: a new entry). The head and the entry are redacted here."""
+    assert row.id is not None and row.parts_at is not None
+    head_state = redaction.for_storage({**state, "history": {}})
+    head, _entries = atari_state.split(head_state)
+    assert head.at is not None, "Go always writes history"
+    _set_columns(row, head_state)
+    if bead is None:
+        columns = changed_parts_columns(row, head, 0)
+    else:
+        entry = state["history"][bead]
+        redaction.for_storage({"history": {bead: entry}})
+        part = atari_state.entry_part(bead, entry)
+        if old is not None:
+            grown = parts.member_size(head.content, head.at, part)
+            grown -= parts.member_size(head.content, head.at, old)
+        elif row.size_bytes == len(row.content):
+            grown = parts.first_member_size(head.content, head.at, part)
+        else:
+            grown = parts.member_size(head.content, head.at, part)
+        columns = changed_parts_columns(row, head, grown, part)
+        beads = BeadRepository(write.session, row.id)
+        if old is None:
+            beads.insert([(bead_key(bead), bead.encode("utf-8"), part)])
+        else:
+            beads.replace(bead_key(bead), part)
+    for name, value in columns.items():
+        setattr(row, name, value)
     return RunRepository(write.session).add(row)
+
+
+@dataclass
+class Loaded:
+    """A run's state as a change needs it: whole, or (``parted``) its head with, in its
+    history, the one bead's entry (if it has one), whose stored part is ``old``."""
+
+    state: dict[str, Any]
+    parted: bool
+    old: bytes | None = None
+
+
+def _load(write: Write, row: RunState, bead: str | None) -> Loaded:
+    """What a change to ``bead``'s entry (None: to the head alone) reads of the run."""
+    if row.parts_at is None or (bead is not None and redact_value(bead) != bead):
+        return Loaded(_document(write.session, row), parted=False)
+    state = atari_state.parse(row.content)[0]
+    if bead is None:
+        return Loaded(state, parted=True)
+    assert row.id is not None
+    old = BeadRepository(write.session, row.id).part(bead_key(bead))
+    if old is not None:
+        state["history"][bead] = atari_state.entry_of_part(old)[1]
+    return Loaded(state, parted=True, old=old)
+
+
+def _save(write: Write, row: RunState, loaded: Loaded, bead: str | None) -> RunState:
+    if loaded.parted:
+        return _store_change(write, row, loaded.state, bead, loaded.old)
+    return _store(write, row, _rendered(loaded.state))
 
 
 def _new_run(write: Write, run: str) -> RunState:
@@ -86,8 +176,16 @@ def _new_run(write: Write, run: str) -> RunState:
     return RunState(project_id=write.project_id, run=run)  # type: ignore[call-arg]  # _store sets the rest
 
 
-def _document(row: RunState) -> dict[str, Any]:
-    return atari_state.parse(row.content)[0]
+def _whole(session: Session, row: RunState) -> bytes:
+    """The file's bytes: the head joined with the entries."""
+    if row.parts_at is None:
+        return row.content
+    assert row.id is not None
+    return parts.join(row.content, row.parts_at, BeadRepository(session, row.id).parts())
+
+
+def _document(session: Session, row: RunState) -> dict[str, Any]:
+    return atari_state.parse(_whole(session, row))[0]
 
 
 def _not_found(run: str) -> NotFound:
@@ -186,7 +284,7 @@ def _read(session: Session, tenant: str, project: str, run: str) -> RunState:
 
 def get_file(session: Session, tenant: str, project: str, run: str) -> Download:
     row = _read(session, tenant, project, run)
-    return Download(filename=atari_state.FILENAME, etag=row.etag, content=row.content)
+    return Download(filename=atari_state.FILENAME, etag=row.etag, content=_whole(session, row))
 
 
 def get_backup(session: Session, tenant: str, project: str, run: str) -> Download:
@@ -235,7 +333,11 @@ def start_iteration(
     """atari's IterationStartEvent. A run without state starts from a fresh one, as atari does."""
     row = write.locked(RunRepository(write.session), run, precondition=precondition)
     now = utcnow()
-    state = _document(row) if row is not None else atari_state.fresh(now)
+    if row is None:
+        row, loaded = _new_run(write, run), Loaded(atari_state.fresh(now), parted=False)
+    else:
+        loaded = _load(write, row, start.bead_id)
+    state = loaded.state
     history = state["history"]
     entry = history.setdefault(start.bead_id, {"id": start.bead_id, "attempts": 0})
     state["iteration"] = _incremented(state["iteration"], 1, "iteration")
@@ -248,7 +350,7 @@ def start_iteration(
     )
     entry["last_attempt"] = start.at or atari_state.go_time(now)
     state["updated_at"] = atari_state.go_time(now)
-    row = _store(write, row or _new_run(write, run), _rendered(state))
+    row = _save(write, row, loaded, start.bead_id)
     return IterationResult(state=summary(row), entry=_entry(state, start.bead_id))
 
 
@@ -257,7 +359,8 @@ def end_iteration(
 ) -> IterationResult:
     """atari's IterationEndEvent; cost and turns are added once per session id."""
     row = _existing(write, run, precondition)
-    state = _document(row)
+    loaded = _load(write, row, end.bead_id)
+    state = loaded.state
     entry = state["history"].get(end.bead_id)
     if entry is None:
         raise Conflict(f"Bead {end.bead_id!r} has no history entry: start an iteration first.")
@@ -278,7 +381,7 @@ def end_iteration(
         state["total_cost"] = _added_cost(state["total_cost"], end.cost)
         state["total_turns"] = _incremented(state["total_turns"], end.turns, "total_turns")
     state["updated_at"] = atari_state.go_time(utcnow())
-    row = _store(write, row, _rendered(state))
+    row = _save(write, row, loaded, end.bead_id)
     return IterationResult(state=summary(row), entry=_entry(state, end.bead_id), counted=counted)
 
 
@@ -286,7 +389,8 @@ def patch_state(
     write: Write, run: str, patch: StatePatch, precondition: Precondition
 ) -> RunSummary:
     row = _existing(write, run, precondition)
-    state = _document(row)
+    loaded = _load(write, row, None)
+    state = loaded.state
     for name in sorted(patch.model_fields_set):
         value = getattr(patch, name)
         if name != "status" and value in (None, "", []):
@@ -294,7 +398,7 @@ def patch_state(
         else:
             state[name] = value
     state["updated_at"] = atari_state.go_time(utcnow())
-    return summary(_store(write, row, _rendered(state)))
+    return summary(_save(write, row, loaded, None))
 
 
 def delete_run(write: Write, run: str, precondition: Precondition) -> None:
