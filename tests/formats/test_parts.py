@@ -25,8 +25,9 @@ JSON = st.recursive(
     | st.integers(min_value=-(2**70), max_value=2**70)
     | st.floats(allow_nan=False, allow_infinity=False)
     | TRICKY_TEXT,
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(TRICKY_TEXT, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(TRICKY_TEXT, children, max_size=4)
+    ),
     max_leaves=12,
 )
 NOTES = st.lists(
