@@ -30,9 +30,9 @@ from app.archive.schemas import (
     SkippedMember,
 )
 from app.core.body import decompress_body
-from app.core.conditional import etag_of
 from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import Database, session_scope
+from app.core.documents import Download
 from app.core.errors import (
     Conflict,
     ContentTooLarge,
@@ -81,7 +81,7 @@ def _mtime(moment: datetime | None) -> int:
 class PlannedMember:
     path: str
     mtime: int
-    read: Callable[[Session], bytes]
+    read: Callable[[Session], Download]
 
 
 def consistent_reads(session: Session) -> None:
@@ -97,8 +97,8 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
     planned: dict[str, PlannedMember] = {}
 
     # Each reader binds the loop's values as default arguments; mypy cannot infer such a lambda
-    # against Callable[[Session], bytes] (it can against ...: the bytes it returns are checked).
-    def add(path: str, moment: datetime | None, read: Callable[..., bytes]) -> None:
+    # against Callable[[Session], Download] (it can against ...: what it returns is checked).
+    def add(path: str, moment: datetime | None, read: Callable[..., Download]) -> None:
         planned[path] = PlannedMember(path, _mtime(moment), read)
 
     for save_id, filename, gzipped, stored_at in contents.saves():
@@ -106,52 +106,50 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
         add(
             layout.save_path(filename + (".gz" if gzipped else "")),
             stored_at,
-            lambda s, i=save_id: saves.get_file(s, tenant, project, i).content,
+            lambda s, i=save_id: saves.get_file(s, tenant, project, i),
         )
     for agent, updated_at in contents.snapshots():
         add(
             layout.snapshot_path(agent),
             updated_at,
-            lambda s, a=agent: agents.get_snapshot(s, tenant, project, a).content,
+            lambda s, a=agent: agents.get_snapshot(s, tenant, project, a),
         )
     for agent, kind_name, appended_at in contents.agent_memory_files():
         kind = MemoryKind(kind_name)
         add(
             layout.agent_memory_path(agent, kind),
             appended_at,
-            lambda s, a=agent, k=kind: agents.memory_file(s, tenant, project, a, k).content,
+            lambda s, a=agent, k=kind: agents.memory_file(s, tenant, project, a, k),
         )
     for run, has_backup, modified_at in contents.runs():
         add(
             layout.state_path(run),
             modified_at,
-            lambda s, r=run: runs.get_file(s, tenant, project, r).content,
+            lambda s, r=run: runs.get_file(s, tenant, project, r),
         )
         if has_backup:
             add(
                 layout.backup_path(run),
                 modified_at,
-                lambda s, r=run: runs.get_backup(s, tenant, project, r).content,
+                lambda s, r=run: runs.get_backup(s, tenant, project, r),
             )
     for feature, updated_at in contents.features():
         add(
             layout.context_path(feature),
             updated_at,
-            lambda s, f=feature: features.download(s, tenant, project, features.CONTEXT, f).content,
+            lambda s, f=feature: features.download(s, tenant, project, features.CONTEXT, f),
         )
     for feature, updated_at in contents.workflows():
         add(
             layout.workflow_path(feature),
             updated_at,
-            lambda s, f=feature: (
-                features.download(s, tenant, project, features.WORKFLOW, f).content
-            ),
+            lambda s, f=feature: features.download(s, tenant, project, features.WORKFLOW, f),
         )
     if (summary_at := contents.summary_time()) is not None:
         add(
             layout.memory_file_path(_SUMMARY_FILE),
             summary_at,
-            lambda s: memory.summary_file(s, tenant, project, None).content,
+            lambda s: memory.summary_file(s, tenant, project, None),
         )
     written = contents.memory_file_kinds()
     for name, item_kind in _ITEM_FILE_KINDS.items():
@@ -159,7 +157,7 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
             add(
                 layout.memory_file_path(name),
                 written[item_kind.value],
-                lambda s, k=item_kind: memory.items_file(s, tenant, project, k, None).content,
+                lambda s, k=item_kind: memory.items_file(s, tenant, project, k, None),
             )
     return list(planned.values())
 
@@ -171,7 +169,7 @@ def write_archive(session: Session, tenant: str, project: str, level: int, out: 
     consistent_reads(session)
     writer = archive_format.ArchiveWriter(level)
     for member in plan_export(session, tenant, project):
-        out.write(writer.add(member.path, member.read(session), member.mtime))
+        out.write(writer.add(member.path, member.read(session).content, member.mtime))
         # The member's rows: the session would otherwise keep every document it has read
         # until it closes, the whole project in memory.
         session.expunge_all()
@@ -330,11 +328,13 @@ class Importer:
                 # member refused leaves no project behind).
                 self._write = begin_write(self.session, self.tenant, self.project)
                 outcome = write(self)
-                if stored is not None and stored.read(self.session) == before:
+                after = stored.read(self.session) if stored is not None else None
+                if before is not None and after is not None and after.content == before.content:
                     raise _Unchanged
         except _Unchanged:
+            # The stored version's tag (a document changed by appends has one of its own).
             assert before is not None
-            return Outcome(200, "unchanged", {"etag": etag_of(before)})
+            return Outcome(200, "unchanged", {"etag": before.etag})
         return outcome
 
     def run(self, member: Member, prepared: "MemberWrite | Exception") -> None:
