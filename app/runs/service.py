@@ -303,8 +303,9 @@ def list_runs(
     return [summary(row) for row in rows], next_cursor
 
 
-def _entry(state: dict[str, Any], bead_id: str) -> BeadEntry:
-    entry = state["history"][bead_id]
+def _entry(entry: dict[str, Any]) -> BeadEntry:
+    """The entry as stored: redacted in place (not looked up by its id, which redaction
+    changes when it holds a secret)."""
     return BeadEntry(
         id=entry["id"],
         status=entry["status"],
@@ -351,7 +352,7 @@ def start_iteration(
     entry["last_attempt"] = start.at or atari_state.go_time(now)
     state["updated_at"] = atari_state.go_time(now)
     row = _save(write, row, loaded, start.bead_id)
-    return IterationResult(state=summary(row), entry=_entry(state, start.bead_id))
+    return IterationResult(state=summary(row), entry=_entry(entry))
 
 
 def end_iteration(
@@ -382,7 +383,7 @@ def end_iteration(
         state["total_turns"] = _incremented(state["total_turns"], end.turns, "total_turns")
     state["updated_at"] = atari_state.go_time(utcnow())
     row = _save(write, row, loaded, end.bead_id)
-    return IterationResult(state=summary(row), entry=_entry(state, end.bead_id), counted=counted)
+    return IterationResult(state=summary(row), entry=_entry(entry), counted=counted)
 
 
 def patch_state(

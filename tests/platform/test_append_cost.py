@@ -208,3 +208,54 @@ def test_an_appended_document_is_whole_its_size_true_and_its_tag_strong(client):
     assert again.status_code == 201 and again.headers["etag"] != etag
     stale = client.post(f"{url}/handovers", json=note, headers={"If-Match": etag})
     assert stale.status_code == 412
+
+
+SECRET = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+
+
+def test_what_an_append_adds_is_redacted_where_it_stands_in_the_document(client):
+    """Only the appended part is redacted, at the pointer the whole document's redaction
+    would give; the file is what redacting the whole document gives."""
+    append = _feature(client, SMALL)
+    url = append().url.path.removesuffix("/handovers")
+    note = {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": f"k {SECRET}"}
+    response = client.post(f"{url}/handovers", json=note)
+    index = response.json()["index"]
+    assert json.loads(response.headers["Redactions"])["sites"] == [
+        {"path": f"/handover_notes/history/{index}/message", "kind": "api_key", "count": 1}
+    ]
+    exported = client.get(f"{url}/context").content
+    assert SECRET not in exported.decode()
+    history = json.loads(exported)["handover_notes"]["history"]
+    assert history[index]["message"] == "k [REDACTED:api_key]"
+    assert exported == feature_context.render(json.loads(exported))
+
+    run = _run(client, SMALL)
+    end = {"bead_id": "bd-00003", "outcome": "failed", "error": f"e {SECRET}"}
+    response = client.post(f"{run}/iterations/end", json=end)
+    assert json.loads(response.headers["Redactions"])["sites"] == [
+        {"path": "/history/bd-00003/last_error", "kind": "api_key", "count": 1}
+    ]
+    state = client.get(f"{run}/state").content
+    assert atari_state.parse(state)[0]["history"]["bd-00003"]["last_error"] == (
+        "e [REDACTED:api_key]"
+    )
+
+
+def test_a_bead_id_that_holds_a_secret_is_stored_as_the_whole_document_redacts_it(client):
+    """Its key is redacted, and numbered against the keys that redact alike: the state is
+    stored whole then, as it was before it was kept as its parts."""
+    run = _run(client, SMALL)
+    before = len(atari_state.parse(client.get(f"{run}/state").content)[0]["history"])
+    for _ in range(2):
+        response = client.post(f"{run}/iterations", json={"bead_id": SECRET})
+        assert response.status_code == 200, response.text
+    state = client.get(f"{run}/state").content
+    assert SECRET not in state.decode()
+    history = atari_state.parse(state)[0]["history"]
+    assert {"[REDACTED:api_key]", "[REDACTED:api_key]#2"} <= set(history)
+    assert len(history) == before + 2
+    # Appends go on as parts from there.
+    assert client.post(f"{run}/iterations", json={"bead_id": "bd-after"}).status_code == 200
+    after = client.get(f"{run}/state").content
+    assert after == atari_state.render(atari_state.parse(after)[0])
