@@ -1,5 +1,6 @@
 """One linear migration history that builds exactly the models' schema on both databases."""
 
+import json
 from datetime import UTC, datetime
 
 from alembic import command
@@ -11,7 +12,7 @@ from app.agents.models import AgentMemoryItem
 from app.core.conditional import etag_of
 from app.core.db import utcnow
 from app.core.migrations import alembic_config, downgrade, upgrade
-from app.formats import atari_state
+from app.formats import atari_state, feature_context
 from app.formats.agent_memory import render_line
 from app.main import create_app
 from app.projects.models import Project
@@ -317,6 +318,123 @@ def test_0012_renames_the_run_state_times_and_keeps_every_value(backend, tenant)
             assert row[0] == response.json()["state"]["updated_at"]
             counted = connection.execute(text("SELECT COUNT(*) FROM run_counted_sessions"))
             assert counted.scalar_one() == 1
+        upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_0013_keeps_whole_documents_splits_them_on_their_next_change_and_numbers_ids(
+    backend, tenant
+):
+    url = backend.new_database_url()
+    upgrade(url, "0012")
+    moment = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+    context = feature_context.template("f", "2026-11-22T12:00:00+00:00")
+    note = {"timestamp": "2026-11-22T12:00:00+00:00", "from_agent": "a", "to_agent": "b"}
+    context["handover_notes"]["history"] = [{**note, "n": n} for n in range(3)]
+    context_bytes = feature_context.render(context)
+    state = atari_state.fresh(moment)
+    state["history"] = {
+        f"b{n}": {
+            "id": f"b{n}",
+            "status": "completed",
+            "attempts": 1,
+            "last_attempt": state["updated_at"],
+        }
+        for n in range(3)
+    }
+    state_bytes = atari_state.render(state)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            values = {"tenant": tenant, "now": moment}
+            project = connection.execute(
+                text(
+                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
+                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
+                ),
+                values,
+            ).scalar_one()
+            values |= {"project": project, "context": context_bytes, "state": state_bytes}
+            context_id = connection.execute(
+                text(
+                    "INSERT INTO feature_contexts (project_id, feature_id, current_phase, "
+                    "intervention_required, content, size_bytes, etag, created_at, updated_at) "
+                    "VALUES (:project, 'f', 'init', false, :context, 1, 'e', :now, :now) "
+                    "RETURNING id"
+                ),
+                values,
+            ).scalar_one()
+            for n in range(3):
+                connection.execute(
+                    text(
+                        "INSERT INTO feature_handovers (project_id, context_id, feature_id, "
+                        "position, timestamp, from_agent, to_agent, note) VALUES (:project, "
+                        ":context_id, 'f', :n, :now, 'a', 'b', :note)"
+                    ),
+                    values | {"context_id": context_id, "n": n, "note": b"{}"},
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO run_states (project_id, run, version, status, iteration, "
+                    "current_bead, total_cost, total_turns, state_updated_at, content, etag, "
+                    "updated_at) VALUES (:project, 'r', 2, '', 0, '', 0, 0, 'x', :state, 'e', "
+                    ":now)"
+                ),
+                values,
+            )
+            for kind, item_id in [("decision", "dec-007"), ("decision", "other-9")]:
+                connection.execute(
+                    text(
+                        "INSERT INTO memory_items (project_id, kind, item_id, position, "
+                        "timestamp, resolved, features_mark, search_text, content, etag, "
+                        "updated_at) VALUES (:project, :kind, :item_id, 0, 0, false, 0, '', "
+                        "'{}', 'e', :now)"
+                    ),
+                    values | {"kind": kind, "item_id": item_id},
+                )
+        upgrade(url)
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        # Whole documents are served as they were.
+        assert client.get("/v1/projects/p/features/f/context").content == context_bytes
+        assert client.get("/v1/projects/p/runs/r/state").content == state_bytes
+        # Their next change stores them as parts, byte for byte what the writer writes.
+        handover = {"from_agent": "a", "to_agent": "c", "task_completed": "t", "message": "m"}
+        for _ in range(2):
+            response = client.post("/v1/projects/p/features/f/handovers", json=handover)
+            assert response.status_code == 201, response.text
+        exported = client.get("/v1/projects/p/features/f/context").content
+        document = json.loads(exported)
+        assert len(document["handover_notes"]["history"]) == 5
+        assert exported == feature_context.render(document)
+        listed = client.get("/v1/projects/p/handovers", params={"feature_id": "f"}).json()
+        assert [item["index"] for item in listed["items"]] == [4, 3, 2, 1, 0]
+        for bead in ("b1", "b9"):
+            response = client.post("/v1/projects/p/runs/r/iterations", json={"bead_id": bead})
+            assert response.status_code == 200, response.text
+        run_state = client.get("/v1/projects/p/runs/r/state").content
+        assert run_state == atari_state.render(atari_state.parse(run_state)[0])
+        assert sorted(atari_state.parse(run_state)[0]["history"]) == ["b0", "b1", "b2", "b9"]
+        # The next decision's id follows the highest number in use.
+        created = client.post(
+            "/v1/projects/p/memory/decisions",
+            json={"decision": "d", "rationale": "r", "impact": [], "category": "architecture"},
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["id"] == "dec-008"
+    # Down again: every document is whole in its row.
+    downgrade(url, "0012")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            stored = connection.execute(text("SELECT content FROM feature_contexts")).scalar_one()
+            assert bytes(stored) == exported
+            stored = connection.execute(text("SELECT content FROM run_states")).scalar_one()
+            assert bytes(stored) == run_state
         upgrade(url)
     finally:
         engine.dispose()
