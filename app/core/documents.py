@@ -58,19 +58,29 @@ def parted_columns(head: parts.Head, members: list[bytes]) -> dict[str, Any]:
 
 
 def changed_parts_columns(
-    row: PartedDocument, head: parts.Head, grown: int, *members: bytes
+    row: PartedDocument,
+    head: parts.Head,
+    member: bytes | None = None,
+    *,
+    replaced: bytes | None = None,
 ) -> dict[str, Any]:
     """The columns after a change to a document kept as its parts: its new head, and the
-    members added or replaced (``grown``: what they add to the size); the rows of the others
-    are neither read nor written.
+    member added (or put in place of ``replaced``) if any; the rows of the others are neither
+    read nor written.
 
     The ETag is the previous one hashed with the change, not the whole document's hash, which
     would read every member: still a strong validator. Bytes that differ have different tags
     (by induction from a whole store's content hash: the same previous version and the same
     change give the same bytes), and the tag is stored, so every read of these bytes shows it.
     """
+    assert row.parts_at is not None and head.at is not None
+    grown = 0
+    if member is not None:
+        # A document with no member yet is its head alone.
+        first = row.size_bytes == len(row.content)
+        grown = parts.size_change(head.content, head.at, member, replaced=replaced, first=first)
     change = hashlib.blake2b(digest_size=16)
-    for piece in (row.etag.encode("ascii"), head.content, *members):
+    for piece in (row.etag.encode("ascii"), head.content, *([] if member is None else [member])):
         change.update(len(piece).to_bytes(8, "big"))
         change.update(piece)
     return {

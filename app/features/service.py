@@ -186,22 +186,14 @@ def _handover_values(
 
 
 def _rewrite_head(
-    write: Write, context: FeatureContext, head: dict[str, Any], *appended: bytes
+    write: Write, context: FeatureContext, head: dict[str, Any], appended: bytes | None = None
 ) -> str:
-    """Store a change to a context kept as its parts that leaves its notes as they are but
-    for ``appended`` (whose rows the caller writes): the new head, by value, in one prebuilt
-    UPDATE, no unit of work (``context`` keeps the version it was read at). ``head`` is
-    redacted already. Returns the new ETag."""
-    assert context.parts_at is not None and context.id is not None
-    prepared = _split(head)
-    assert prepared.head.at is not None, "a head keeps its handover_notes.history"
-    grown = sum(
-        parts.first_member_size(prepared.head.content, prepared.head.at, note)
-        if context.size_bytes == len(context.content) and position == 0
-        else parts.member_size(prepared.head.content, prepared.head.at, note)
-        for position, note in enumerate(appended)
-    )
-    columns = changed_parts_columns(context, prepared.head, grown, *appended)
+    """Store a change to a context kept as its parts that leaves its notes as they are, but
+    for the note ``appended`` (whose row the caller inserts): the new head, by value, in one
+    prebuilt UPDATE, no unit of work (``context`` keeps the version it was read at). ``head``
+    is redacted already. Returns the new ETag."""
+    assert context.id is not None
+    columns = changed_parts_columns(context, _split(head).head, appended)
     FeatureRepository(write.session).store(context.id, columns | _read_columns(head))
     etag: str = columns["etag"]
     return etag
@@ -230,7 +222,8 @@ def _existing(write: Write, feature_id: str, precondition: Precondition) -> Feat
 
 
 def _head(context: FeatureContext) -> dict[str, Any]:
-    """The document of a context's head (with ``handover_notes.history`` empty)."""
+    """The document in a context's row: its head (``handover_notes.history`` empty), or the
+    whole document when it is not kept as its parts (``parts_at`` None)."""
     document: dict[str, Any] = jsondoc.load(context.content)
     return document
 

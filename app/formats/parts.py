@@ -65,15 +65,16 @@ def join(head: bytes, at: int | None, members: list[bytes]) -> bytes:
     return head[: at + 1] + inner + body + outer + head[at + 1 :]
 
 
-def member_size(head: bytes, at: int, member: bytes) -> int:
-    """What a member adds to the document's size, its line break and indent included (and the
-    comma before it, when it is not the first; ``first_member_size`` adds the closing line)."""
-    inner, _outer = _indents(head, at)
+def _member_size(inner: bytes, member: bytes) -> int:
     # The comma, the line break and indent before it, and one more indent on each line of it.
     return 1 + len(inner) + len(member) + member.count(b"\n") * (len(inner) - 1)
 
 
-def first_member_size(head: bytes, at: int, member: bytes) -> int:
-    """What the first member adds to an empty collection: itself and the closing line."""
-    _inner, outer = _indents(head, at)
-    return member_size(head, at, member) - 1 + len(outer)
+def size_change(head: bytes, at: int, member: bytes, *, replaced: bytes | None, first: bool) -> int:
+    """What ``member`` changes in the size of the document whose head is ``head``: in place
+    of ``replaced``, or as a member more (the first one when ``first``: with the closing
+    bracket's line, and without a comma)."""
+    inner, outer = _indents(head, at)
+    if replaced is not None:
+        return _member_size(inner, member) - _member_size(inner, replaced)
+    return _member_size(inner, member) + (len(outer) - 1 if first else 0)

@@ -115,22 +115,14 @@ def _store_change(
     assert row.id is not None and row.parts_at is not None
     head_state = redaction.for_storage({**state, "history": {}})
     head, _entries = atari_state.split(head_state)
-    assert head.at is not None, "Go always writes history"
     _set_columns(row, head_state)
     if bead is None:
-        columns = changed_parts_columns(row, head, 0)
+        columns = changed_parts_columns(row, head)
     else:
         entry = state["history"][bead]
         redaction.for_storage({"history": {bead: entry}})
         part = atari_state.entry_part(bead, entry)
-        if old is not None:
-            grown = parts.member_size(head.content, head.at, part)
-            grown -= parts.member_size(head.content, head.at, old)
-        elif row.size_bytes == len(row.content):
-            grown = parts.first_member_size(head.content, head.at, part)
-        else:
-            grown = parts.member_size(head.content, head.at, part)
-        columns = changed_parts_columns(row, head, grown, part)
+        columns = changed_parts_columns(row, head, part, replaced=old)
         beads = BeadRepository(write.session, row.id)
         if old is None:
             beads.insert([(bead_key(bead), bead.encode("utf-8"), part)])

@@ -1,6 +1,6 @@
 """A document kept as its parts: the head joined with its members is the full render, byte for
 byte, for both writers (Python's indent=2 and Go's MarshalIndent), at any size, and a member
-appended (or replaced) changes the size as ``member_size`` says."""
+appended (or replaced) changes the size as ``size_change`` says."""
 
 import json
 from datetime import UTC, datetime
@@ -68,9 +68,7 @@ def test_appending_notes_one_by_one_grows_the_size_as_the_full_render(notes, ext
     size = len(head.content)
     for count, note in enumerate(notes):
         member = feature_context.note_part(note)
-        size += (parts.first_member_size if count == 0 else parts.member_size)(
-            head.content, head.at, member
-        )
+        size += parts.size_change(head.content, head.at, member, replaced=None, first=count == 0)
         document["handover_notes"]["history"].append(note)
         assert size == len(feature_context.render(document))
 
@@ -134,15 +132,13 @@ def test_adding_and_replacing_entries_changes_the_size_as_the_full_render(entrie
     size = len(head.content)
     for bead, entry in entries.items():
         part = atari_state.entry_part(bead, {"id": bead, **entry})
-        size += (parts.first_member_size if not state["history"] else parts.member_size)(
-            head.content, head.at, part
-        )
+        first = not state["history"]
+        size += parts.size_change(head.content, head.at, part, replaced=None, first=first)
         state["history"][bead] = {"id": bead, **entry}
         assert size == len(atari_state.render(state))
         replaced = {**state["history"][bead], "status": entry["status"] + "-again"}
         new = atari_state.entry_part(bead, replaced)
-        size += parts.member_size(head.content, head.at, new)
-        size -= parts.member_size(head.content, head.at, part)
+        size += parts.size_change(head.content, head.at, new, replaced=part, first=False)
         state["history"][bead] = replaced
         assert size == len(atari_state.render(state))
 
