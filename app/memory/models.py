@@ -1,6 +1,6 @@
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint
+from sqlalchemy import BigInteger, Column, Index, LargeBinary, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from app.core.db import BigIntPK, SearchableLongText, UTCDateTime, utcnow
@@ -53,7 +53,15 @@ class MemoryItem(SQLModel, table=True):
         Index("ix_memory_items_project_kind_category", "project_id", "kind", "category"),
         Index("ix_memory_items_project_kind_severity", "project_id", "kind", "severity"),
         Index("ix_memory_items_project_kind_position", "project_id", "kind", "position"),
-        Index("ix_memory_items_project_kind_number", "project_id", "kind", "id_number"),
+        # Partial: the numbered ids alone, and no choice for any other query's planner.
+        Index(
+            "ix_memory_items_project_kind_number",
+            "project_id",
+            "kind",
+            "id_number",
+            sqlite_where=text("id_number IS NOT NULL"),
+            postgresql_where=text("id_number IS NOT NULL"),
+        ),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)

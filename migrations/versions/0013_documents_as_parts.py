@@ -87,7 +87,11 @@ def upgrade() -> None:
     _number_the_ids()
     # After the backfill, which then writes no index entries.
     op.create_index(
-        "ix_memory_items_project_kind_number", "memory_items", ["project_id", "kind", "id_number"]
+        "ix_memory_items_project_kind_number",
+        "memory_items",
+        ["project_id", "kind", "id_number"],
+        sqlite_where=sa.text("id_number IS NOT NULL"),
+        postgresql_where=sa.text("id_number IS NOT NULL"),
     )
     op.add_column("feature_contexts", sa.Column("parts_at", sa.BigInteger(), nullable=True))
     op.add_column("run_states", sa.Column("parts_at", sa.BigInteger(), nullable=True))

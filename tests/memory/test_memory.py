@@ -174,6 +174,31 @@ def test_created_items_get_an_id_and_a_time_and_join_the_file(client, project):
     assert_problem(_post(client, project, "decisions", {"id": "dec-002", "decision": "x"}), 409)
 
 
+@pytest.mark.parametrize(
+    ("ids", "next_id"),
+    [
+        # One past the highest number of the writer's form in use, whatever else is there.
+        (["dec-007", "dec-010", "other-99", "dec-x12", "fail-50"], "dec-011"),
+        # A deleted highest number is given again, as the writer's count would.
+        (["dec-001", "dec-002", "dec-003", "-dec-003"], "dec-003"),
+        # Numbers past a 64-bit column are read from the ids themselves.
+        (["dec-5", "dec-99999999999999999999"], "dec-100000000000000000000"),
+        (["dec-9223372036854775807"], "dec-9223372036854775808"),
+    ],
+)
+def test_a_new_id_follows_the_highest_number_in_use(client, project, ids, next_id):
+    for item_id in ids:
+        if item_id.startswith("-"):
+            response = client.delete(f"{_base(project)}/decisions/{item_id[1:]}")
+            assert response.status_code == 204, response.text
+        else:
+            response = _post(client, project, "decisions", {"id": item_id, "decision": "d"})
+            assert response.status_code == 201, response.text
+    response = _post(client, project, "decisions", {"decision": "next"})
+    assert response.status_code == 201, response.text
+    assert response.json()["id"] == next_id
+
+
 def test_items_created_through_the_api_are_camel_case(client, project):
     _post(client, project, "constraints", {"description": "Node 18", "affected_areas": ["ci"]})
     exported = json.loads(client.get(f"{_base(project)}/files/active-constraints.json").content)
