@@ -19,9 +19,10 @@ changes what is redacted (``tests/saves/test_redaction.py`` holds it to that).
 
 import re
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
@@ -288,23 +289,65 @@ def _escape(part: str) -> str:
     return part.replace("~", "~0").replace("/", "~1")
 
 
+@dataclass(frozen=True)
+class _Texts:
+    """A document's texts, as the walk meets them: its string values in order, its distinct
+    keys, and how many string values each container holds at any depth (by ``id``)."""
+
+    values: list[str]
+    keys: set[str]
+    sizes: dict[int, int]
+
+
+def _texts(document: Any) -> _Texts:
+    values: list[str] = []
+    keys: set[str] = set()
+    sizes: dict[int, int] = {}
+
+    def collect(node: dict[str, Any] | list[Any]) -> None:
+        first = len(values)
+        if type(node) is dict:
+            keys.update(node)
+        for item in node.values() if type(node) is dict else node:
+            if type(item) is str:
+                values.append(item)
+            elif type(item) is dict or type(item) is list:
+                collect(item)
+        sizes[id(node)] = len(values) - first
+
+    if type(document) is str:
+        values.append(document)
+    elif type(document) is dict or type(document) is list:
+        collect(document)
+    return _Texts(values, keys, sizes)
+
+
 class _Walker:
-    """One document's walk, given what the gate found: the texts that hold a head (with the
-    kinds) and the keys that name a secret. Nothing else is looked at."""
+    """One document's walk, given what the gate found: the string values (by their place in
+    the walk) and the keys that hold a head, with the kinds, and the keys that name a secret.
+    When no key is among them, a container holding no value found is stepped over whole."""
 
     def __init__(
-        self, redactions: Redactions, found: dict[str, set[str]], secret_keys: set[str]
+        self,
+        redactions: Redactions,
+        texts: _Texts,
+        found_values: dict[int, set[str]],
+        found_keys: dict[str, set[str]],
+        secret_keys: set[str],
     ) -> None:
         self.redactions = redactions
-        self.found = found
+        self.found_values = found_values
+        self.found_keys = found_keys
         self.secret_keys = secret_keys
+        self.sizes = None if found_keys or secret_keys else texts.sizes
+        self.places = sorted(found_values)
+        self.place = 0  # of the next string value in the walk
         self.path: list[str] = []
 
     def pointer(self) -> str:
         return "".join("/" + _escape(part) for part in self.path)
 
-    def text(self, value: str) -> str:
-        kinds = self.found.get(value)
+    def text(self, value: str, kinds: set[str] | None) -> str:
         if kinds is None:
             return value
         counts: Counter[str] = Counter()
@@ -321,7 +364,7 @@ class _Walker:
         return MARKER.format(kind="password")
 
     def key(self, key: str, taken: dict[str, Any]) -> str:
-        redacted = self.text(key)
+        redacted = self.text(key, self.found_keys.get(key))
         if redacted == key:
             return key
         # Two keys that redact alike must both be kept: the later one gets a number.
@@ -330,16 +373,28 @@ class _Walker:
             unique, number = f"{redacted}#{number}", number + 1
         return unique
 
+    def nothing_found_in(self, node: dict[str, Any] | list[Any]) -> bool:
+        if self.sizes is None:
+            return False
+        end = self.place + self.sizes[id(node)]
+        if bisect_left(self.places, self.place) < bisect_left(self.places, end):
+            return False
+        self.place = end
+        return True
+
     def walk(self, value: Any) -> Any:
         if type(value) is str:
-            return self.text(value)
+            self.place += 1
+            return self.text(value, self.found_values.get(self.place - 1))
         if type(value) is list:
+            if self.nothing_found_in(value):
+                return value
             for index, item in enumerate(value):
                 if type(item) in (str, list, dict):
                     self.path.append(str(index))
                     value[index] = self.walk(item)
                     self.path.pop()
-        elif type(value) is dict:
+        elif type(value) is dict and not self.nothing_found_in(value):
             self.members(value)
         return value
 
@@ -349,6 +404,7 @@ class _Walker:
             new_key = self.key(key, renamed if renamed is not None else node)
             self.path.append(new_key)
             if type(item) is str and key in self.secret_keys:
+                self.place += 1
                 item = self.named_value(item)
             elif type(item) in (str, list, dict):
                 item = self.walk(item)
@@ -369,37 +425,20 @@ class _Walker:
             node.update(renamed)
 
 
-def _texts(document: Any) -> tuple[list[str], set[str]]:
-    """Every string value of a JSON document, and its distinct keys."""
-    values: list[str] = []
-    keys: set[str] = set()
-
-    def collect(node: dict[str, Any] | list[Any]) -> None:
-        if type(node) is dict:
-            keys.update(node)
-        for item in node.values() if type(node) is dict else node:
-            if type(item) is str:
-                values.append(item)
-            elif type(item) is dict or type(item) is list:
-                collect(item)
-
-    if type(document) is str:
-        values.append(document)
-    elif type(document) is dict or type(document) is list:
-        collect(document)
-    return values, keys
-
-
 def redact_document(document: Any, redactions: Redactions) -> Any:
     """Every string value and object key of a JSON document redacted, in place (a new value
     only for a document that is itself a string); records each site in ``redactions``."""
-    values, keys = _texts(document)
-    texts = values + list(keys)
-    found = {texts[index]: kinds for index, kinds in _found_kinds(texts).items()}
+    texts = _texts(document)
+    keys = list(texts.keys)
+    found = _found_kinds(texts.values + keys)
+    values = len(texts.values)
+    found_values = {place: kinds for place, kinds in found.items() if place < values}
+    found_keys = {keys[place - values]: kinds for place, kinds in found.items() if place >= values}
     secret_keys = {key for key in keys if names_a_secret(key)}
     if not found and not secret_keys:
         return document
-    return _Walker(redactions, found, secret_keys).walk(document)
+    walker = _Walker(redactions, texts, found_values, found_keys, secret_keys)
+    return walker.walk(document)
 
 
 def redact_value(value: Any) -> Any:

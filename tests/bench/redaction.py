@@ -161,8 +161,8 @@ def main() -> None:
     }
     for size in SIZES:
         raw = mdan_save(size)
-        values, keys = redaction._texts(json.loads(raw))
-        texts = values + list(keys)
+        found = redaction._texts(json.loads(raw))
+        texts = found.values + list(found.keys)
         expected, _ = _redacted(texts, no_gate)
         label = f"{size // 1_000_000} MB"
         for name, gate in candidates.items():

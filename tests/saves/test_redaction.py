@@ -142,3 +142,24 @@ def test_the_gate_never_changes_what_random_text_redacts(texts):
     document = list(texts)
     redaction.redact_document(document, redaction.Redactions())
     assert document == [_ungated(text)[0] for text in texts]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_containers_with_nothing_found_are_stepped_over_and_the_rest_still_redacted(text):
+    """Clean keys: the walk steps over whole containers, counting their strings, so that it
+    still meets each found text where the scan saw it."""
+    nested = {"a": ["b", {"c": "d", "e": []}], "f": {}}
+    document = {
+        "head": [nested, "clean", [[["deep"]]]],
+        "middle": [text, nested, {"g": text}],
+        "tail": {"h": [nested, text]},
+    }
+    redactions = redaction.Redactions()
+    redaction.redact_document(document, redactions)
+    redacted, counts = _ungated(text)
+    assert document["head"] == [nested, "clean", [[["deep"]]]]
+    middle, tail = document["middle"], document["tail"]["h"]
+    assert [middle[0], middle[2]["g"], tail[1]] == [redacted] * 3
+    assert middle[1] == tail[0] == nested
+    sites = {site["path"] for site in redactions.listing()}
+    assert sites == ({"/middle/0", "/middle/2/g", "/tail/h/1"} if counts else set())
