@@ -7,6 +7,7 @@ PIP_INSTALL := $(BIN)/python -m pip install --quiet
 # and lint tools (everything else). The second includes the first, so it stamps both.
 SERVICE_STAMP := $(VENV)/.installed-service
 DEV_STAMP := $(VENV)/.installed-dev
+BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_WORKERS ?= 2
 
 .PHONY: install browser run migrate test typecheck container-test soak lint openapi openapi-check bench clean
@@ -24,6 +25,11 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	touch $@ $(SERVICE_STAMP)
 
 install: $(DEV_STAMP)
+
+# The benchmark's peers and redaction candidates (the `bench` extra) on top of the dev install.
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev,bench]'
+	touch $@ $(DEV_STAMP) $(SERVICE_STAMP)
 
 migrate: $(SERVICE_STAMP)
 	$(BIN)/alembic upgrade head
@@ -81,7 +87,7 @@ openapi-check: install
 # same run (see README, "Performance"). Needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust)
 # for its PostgreSQL half; installs wrk from Debian's packages when it can (root), and uses its
 # own httpx driver otherwise. BENCH_ARGS="--parts appends --backends sqlite" narrows a run.
-bench: install
+bench: $(BENCH_STAMP)
 	@command -v wrk >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get install -y -qq wrk \
 		|| { apt-get update -qq && apt-get install -y -qq wrk; }; } >/dev/null 2>&1 || true
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)

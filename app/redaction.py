@@ -8,12 +8,25 @@ where it was found is recorded as a JSON Pointer and a kind (``Redactions``). Tw
   header counts once, as a JWT;
 - names: a member whose key names a secret (``password``, ``client_secret``, ``GITHUB_TOKEN``,
   ``Authorization``...) has its whole string value replaced, whatever the value looks like.
+
+The patterns are Python's ``re``, which tries every position of every text: on a large save
+that costs ten times parsing it. So a gate runs first: the start of every pattern (its
+"head", which every match begins with) compiled into one Hyperscan database and run in C over
+all of a document's strings at once; only a string where some head matches is given to the
+patterns, and only to those of the kinds found. Nothing else can match, so the gate never
+changes what is redacted (``tests/saves/test_redaction.py`` holds it to that).
 """
 
 import re
+import threading
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
+
+import hyperscan
 
 MARKER = "[REDACTED:{kind}]"
 MARKER_START = "[REDACTED:"
@@ -25,11 +38,12 @@ _START = r"(?<![A-Za-z0-9])"
 _END = r"(?![A-Za-z0-9])"
 
 # Names whose value is a secret, in text (``password=...``, ``"token": "..."``) and as keys.
-_SECRET_NAME = (
-    r"(?i:password|passwd|passphrase|pwd|pass|secret|client[_-]?secret|secret[_-]?key"
+_SECRET_NAMES = (
+    r"password|passwd|passphrase|pwd|pass|secret|client[_-]?secret|secret[_-]?key"
     r"|api[_-]?key|apikey|access[_-]?key|private[_-]?key|access[_-]?token|auth[_-]?token"
-    r"|refresh[_-]?token|session[_-]?token|id[_-]?token|token|credentials?|authorization)"
+    r"|refresh[_-]?token|session[_-]?token|id[_-]?token|token|credentials?|authorization"
 )
+_SECRET_NAME = f"(?i:{_SECRET_NAMES})"
 # A key that names a secret: the name alone or at the end of a prefixed name (``db_password``,
 # ``X-Api-Key``, ``OPENAI_API_KEY``), never as a prefix (``token_usage`` is a count).
 _SECRET_KEY = re.compile(r"(?:[A-Za-z0-9]+[_.-])*" + _SECRET_NAME)
@@ -105,32 +119,56 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
-# The literal text every match of a kind's pattern holds, case-folded. A pattern runs only on
-# text that holds one of its literals: a few substring searches cost far less than the
-# patterns (which, with their case-insensitive alternations, try every position), and never
-# change the result, since no match can lack them. Case-folding covers what IGNORECASE
-# matches (the long s and the Kelvin sign), dotless and dotted capital i apart (see _fold).
-_LITERALS: dict[str, tuple[str, ...]] = {
-    "private_key": ("-----begin",),
-    "jwt": ("eyj",),
+# The gate's heads: what every match of a kind's pattern starts with, as bytes of UTF-8 for
+# Hyperscan (so no Unicode mode, whose case folding and ``\s`` differ from Python's: a lone
+# surrogate, valid in JSON, could not be scanned in it either). Lookarounds are left out, so a
+# head matches wherever its pattern does, and sometimes where it does not.
+#
+# Python's IGNORECASE (on str) also takes these for ASCII letters (``tests/saves/
+# test_redaction.py`` checks the list against every code point), and ``\s`` is Unicode's
+# whitespace and the four separators U+001C-U+001F.
+_CASE_VARIANTS = {"i": "\u0130\u0131", "k": "\u212a", "s": "\u017f"}
+_WHITESPACE = (
+    r"(?:[\t-\r\x1c-\x20]|\xc2[\x85\xa0]|\xe1\x9a\x80|\xe2\x80[\x80-\x8a\xa8\xa9\xaf]"
+    r"|\xe2\x81\x9f|\xe3\x80\x80)"
+)
+
+
+def _utf8(char: str) -> str:
+    return "".join(f"\\x{byte:02x}" for byte in char.encode())
+
+
+def _caseless(words: str) -> str:
+    """``words`` (a regular expression whose letters are all literal) as ``(?i:words)``
+    matches in Python, for a bytewise engine."""
+    parts = []
+    for char in words:
+        if "a" <= char.lower() <= "z":
+            variants = [f"[{char.lower()}{char.upper()}]"]
+            variants += [_utf8(variant) for variant in _CASE_VARIANTS.get(char.lower(), "")]
+            parts.append(f"(?:{'|'.join(variants)})" if len(variants) > 1 else variants[0])
+        else:
+            parts.append(char)
+    return "".join(parts)
+
+
+_HEADS: dict[str, str] = {
+    "private_key": r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY",
+    "jwt": r"eyJ[A-Za-z0-9_-]{8}",
     "api_key": (
-        *("sk-", "sk_", "rk_", "gh", "github_pat_", "glpat-", "xox", "aiza", "hf_", "xai-"),
-        *("npm_", "sg."),
+        r"sk-ant-|sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20}|gh[pousr]_|github_pat_|glpat-"
+        r"|xox[abposr]-|AIza|(?:sk|rk)_(?:live|test)_|hf_|gsk_|xai-|npm_|SG\."
     ),
     "cloud_access_key": (
-        *("akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa"),
-        *("aws_s", "accountkey", "accesskey"),
+        r"(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}"
+        + f"|(?:{_caseless('aws_secret_access_key|aws_session_token')}){_WHITESPACE}*[:=]"
+        + f"|(?:{_caseless('AccountKey|SharedAccessKey')})="
     ),
-    "bearer_token": ("bearer",),
-    "basic_auth": ("basic",),
-    "url_credential": ("://",),
-    "password": ("pass", "pwd", "secret", "api", "token", "key", "credential", "authorization"),
+    "bearer_token": f"{_caseless('bearer')}{_WHITESPACE}+[A-Za-z0-9._~+/-]{{12}}",
+    "basic_auth": f"{_caseless('authorization')}\\\\?[\"']?{_WHITESPACE}*[:=]",
+    "url_credential": r"[A-Za-z][A-Za-z0-9+.-]*://[^\t-\r /:@\"'<>]*:[^\t-\r /@\"'<>]+@",
+    "password": f"(?:{_caseless(_SECRET_NAMES)})\\\\?[\"']?{_WHITESPACE}*[:=]",
 }
-
-
-def _fold(text: str) -> str:
-    # IGNORECASE also matches "i" to U+0131, which casefold() leaves as it is.
-    return text.casefold().replace("\u0131", "i")
 
 
 def _replacement(kind: str, pattern: re.Pattern[str]) -> Callable[[re.Match[str]], str]:
@@ -149,25 +187,71 @@ def _replacement(kind: str, pattern: re.Pattern[str]) -> Callable[[re.Match[str]
     return value_only
 
 
-_REPLACEMENTS = [
-    (kind, pattern, _replacement(kind, pattern), _LITERALS[kind])
-    for kind, pattern in _SECRET_PATTERNS
-]
+_REPLACEMENTS = [(kind, pattern, _replacement(kind, pattern)) for kind, pattern in _SECRET_PATTERNS]
+_KINDS = [kind for kind, _pattern in _SECRET_PATTERNS]
+
+
+def _gate_database() -> hyperscan.Database:
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(
+        expressions=[_HEADS[kind].encode() for kind in _KINDS],
+        ids=list(range(len(_KINDS))),
+        elements=len(_KINDS),
+    )
+    return database
+
+
+_GATE = _gate_database()
+# A scan needs scratch space of its own: one for each thread that scans (sync routes run in
+# a thread pool, and the scan lets go of the GIL).
+_scratch = threading.local()
+
+
+def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
+    """Which texts (by index) hold the head of which kinds. One scan over the texts joined
+    by newlines: a match within one text is a match in the whole, and one across two only
+    sends both to the patterns, which then find nothing."""
+    joined = "\n".join(texts)
+    # surrogatepass: a lone surrogate (valid JSON) is no part of any head.
+    data = joined.encode("utf-8", "surrogatepass")
+    found: dict[int, set[str]] = {}
+    ends: list[int] = []
+
+    def on_match(kind: int, _start: int, end: int, _flags: int, _context: object) -> None:
+        if not ends:
+            lengths = (
+                (len(text) + 1 for text in texts)
+                if len(data) == len(joined)
+                else (len(text.encode("utf-8", "surrogatepass")) + 1 for text in texts)
+            )
+            ends.extend(accumulate(lengths))
+        found.setdefault(bisect_right(ends, end - 1), set()).add(_KINDS[kind])
+
+    scratch = getattr(_scratch, "space", None)
+    if scratch is None:
+        scratch = _scratch.space = _GATE.scratch.clone()
+    _GATE.scan(data, match_event_handler=on_match, scratch=scratch)
+    return found
+
+
+def _redact_found(text: str, kinds: set[str], counts: Counter[str]) -> str:
+    """``text`` through the patterns of the kinds the gate found in it, most specific first.
+    Once one has replaced something the text is no longer what the gate saw: every later
+    pattern runs."""
+    replaced = False
+    for kind, pattern, replacement in _REPLACEMENTS:
+        if replaced or kind in kinds:
+            text, found = pattern.subn(replacement, text)
+            if found:
+                counts[kind] += found
+                replaced = True
+    return text
 
 
 def redact_text(text: str, counts: Counter[str]) -> str:
     """``text`` with every secret the patterns find replaced, counting them by kind."""
-    folded = _fold(text)
-    for kind, pattern, replacement, literals in _REPLACEMENTS:
-        # map() with the bound method: no Python frame per literal (a generator's cost more
-        # than the searches themselves on a large save).
-        if not any(map(folded.__contains__, literals)):
-            continue
-        text, found = pattern.subn(replacement, text)
-        if found:
-            counts[kind] += found
-            folded = _fold(text)
-    return text
+    kinds = _found_kinds([text]).get(0)
+    return text if kinds is None else _redact_found(text, kinds, counts)
 
 
 def names_a_secret(key: str) -> bool:
@@ -205,21 +289,69 @@ def _escape(part: str) -> str:
     return part.replace("~", "~0").replace("/", "~1")
 
 
-class _Walker:
-    """One document's walk. Keys repeat (every message has ``role`` and ``content``): a key
-    found clean once is not checked again."""
+@dataclass(frozen=True)
+class _Texts:
+    """A document's texts, as the walk meets them: its string values in order, its distinct
+    keys, and how many string values each container holds at any depth (by ``id``)."""
 
-    def __init__(self, redactions: Redactions) -> None:
+    values: list[str]
+    keys: set[str]
+    sizes: dict[int, int]
+
+
+def _texts(document: Any) -> _Texts:
+    values: list[str] = []
+    keys: set[str] = set()
+    sizes: dict[int, int] = {}
+
+    def collect(node: dict[str, Any] | list[Any]) -> None:
+        first = len(values)
+        if type(node) is dict:
+            keys.update(node)
+        for item in node.values() if type(node) is dict else node:
+            if type(item) is str:
+                values.append(item)
+            elif type(item) is dict or type(item) is list:
+                collect(item)
+        sizes[id(node)] = len(values) - first
+
+    if type(document) is str:
+        values.append(document)
+    elif type(document) is dict or type(document) is list:
+        collect(document)
+    return _Texts(values, keys, sizes)
+
+
+class _Walker:
+    """One document's walk, given what the gate found: the string values (by their place in
+    the walk) and the keys that hold a head, with the kinds, and the keys that name a secret.
+    When no key is among them, a container holding no value found is stepped over whole."""
+
+    def __init__(
+        self,
+        redactions: Redactions,
+        texts: _Texts,
+        found_values: dict[int, set[str]],
+        found_keys: dict[str, set[str]],
+        secret_keys: set[str],
+    ) -> None:
         self.redactions = redactions
-        self.clean_keys: set[str] = set()
+        self.found_values = found_values
+        self.found_keys = found_keys
+        self.secret_keys = secret_keys
+        self.sizes = None if found_keys or secret_keys else texts.sizes
+        self.places = sorted(found_values)
+        self.place = 0  # of the next string value in the walk
         self.path: list[str] = []
 
     def pointer(self) -> str:
         return "".join("/" + _escape(part) for part in self.path)
 
-    def text(self, value: str) -> str:
+    def text(self, value: str, kinds: set[str] | None) -> str:
+        if kinds is None:
+            return value
         counts: Counter[str] = Counter()
-        redacted = redact_text(value, counts)
+        redacted = _redact_found(value, kinds, counts)
         if counts:
             self.redactions.add(self.pointer(), counts)
         return redacted
@@ -232,11 +364,8 @@ class _Walker:
         return MARKER.format(kind="password")
 
     def key(self, key: str, taken: dict[str, Any]) -> str:
-        if key in self.clean_keys:
-            return key
-        redacted = self.text(key)
+        redacted = self.text(key, self.found_keys.get(key))
         if redacted == key:
-            self.clean_keys.add(key)
             return key
         # Two keys that redact alike must both be kept: the later one gets a number.
         unique, number = redacted, 2
@@ -244,16 +373,28 @@ class _Walker:
             unique, number = f"{redacted}#{number}", number + 1
         return unique
 
+    def nothing_found_in(self, node: dict[str, Any] | list[Any]) -> bool:
+        if self.sizes is None:
+            return False
+        end = self.place + self.sizes[id(node)]
+        if bisect_left(self.places, self.place) < bisect_left(self.places, end):
+            return False
+        self.place = end
+        return True
+
     def walk(self, value: Any) -> Any:
         if type(value) is str:
-            return self.text(value)
+            self.place += 1
+            return self.text(value, self.found_values.get(self.place - 1))
         if type(value) is list:
+            if self.nothing_found_in(value):
+                return value
             for index, item in enumerate(value):
                 if type(item) in (str, list, dict):
                     self.path.append(str(index))
                     value[index] = self.walk(item)
                     self.path.pop()
-        elif type(value) is dict:
+        elif type(value) is dict and not self.nothing_found_in(value):
             self.members(value)
         return value
 
@@ -262,7 +403,8 @@ class _Walker:
         for key, item in node.items():
             new_key = self.key(key, renamed if renamed is not None else node)
             self.path.append(new_key)
-            if type(item) is str and names_a_secret(key):
+            if type(item) is str and key in self.secret_keys:
+                self.place += 1
                 item = self.named_value(item)
             elif type(item) in (str, list, dict):
                 item = self.walk(item)
@@ -286,7 +428,17 @@ class _Walker:
 def redact_document(document: Any, redactions: Redactions) -> Any:
     """Every string value and object key of a JSON document redacted, in place (a new value
     only for a document that is itself a string); records each site in ``redactions``."""
-    return _Walker(redactions).walk(document)
+    texts = _texts(document)
+    keys = list(texts.keys)
+    found = _found_kinds(texts.values + keys)
+    values = len(texts.values)
+    found_values = {place: kinds for place, kinds in found.items() if place < values}
+    found_keys = {keys[place - values]: kinds for place, kinds in found.items() if place >= values}
+    secret_keys = {key for key in keys if names_a_secret(key)}
+    if not found and not secret_keys:
+        return document
+    walker = _Walker(redactions, texts, found_values, found_keys, secret_keys)
+    return walker.walk(document)
 
 
 def redact_value(value: Any) -> Any:

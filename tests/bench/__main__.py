@@ -3,8 +3,10 @@
 Every figure is a ratio to a ceiling measured in the same run, so that a busy machine moves
 both sides of it: small appends against a bare FastAPI endpoint, large saves against parsing,
 rendering and one database write in-process, the pack and restore against themselves with
-fewer items. Servers run on one core, the load generator on the other. Writes the results as
-JSON and markdown and prints the tables.
+fewer items, appends into a growing project, feature or run against the first block, and
+LangGraph's checkpointer and store in-process beside the saves and appends. Servers run on
+one core, the load generator on the other. Writes the results as JSON and markdown and prints
+the tables.
 """
 
 import argparse
@@ -18,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench import appends, concurrency, saves, scaling
+from tests.bench import appends, concurrency, growth, peers, saves, scaling
 from tests.bench.report import markdown, plans_text
 from tests.bench.servers import (
     ROOT,
@@ -29,7 +31,7 @@ from tests.bench.servers import (
     postgres_reachable,
 )
 
-PARTS = ("appends", "saves", "scaling", "concurrency")
+PARTS = ("appends", "saves", "peers", "scaling", "growth", "concurrency")
 
 
 def _arguments() -> argparse.Namespace:
@@ -47,6 +49,24 @@ def _arguments() -> argparse.Namespace:
         help="the same on PostgreSQL, whose bulk seeding is slower (budget: 10 minutes)",
     )
     parser.add_argument("--seconds", type=float, default=4.0, help="per load pass")
+    parser.add_argument(
+        "--growth-items",
+        type=int,
+        default=100_000,
+        help="decisions the growth series' last project holds before its block",
+    )
+    parser.add_argument(
+        "--growth-notes",
+        type=int,
+        default=10_000,
+        help="handovers (beads) the growth series' last feature (run) holds before its block",
+    )
+    parser.add_argument(
+        "--growth-levels", type=int, default=5, help="sizes of each growth series, from empty"
+    )
+    parser.add_argument(
+        "--growth-block", type=int, default=100, help="appends measured at each size"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--note", default="", help="what the machine was doing meanwhile")
     return parser.parse_args()
@@ -86,6 +106,20 @@ def _backend_parts(
             def run_saves() -> None:
                 found["saves"] = saves.run(backend, server, database, cores, workdir)
 
+            def run_peers() -> None:
+                found["peers"] = [peers.run(backend, database, cores, workdir)]
+
+            def run_growth() -> None:
+                found["growth"] = growth.run(
+                    backend,
+                    server,
+                    database,
+                    items=args.growth_items,
+                    notes=args.growth_notes,
+                    count=args.growth_levels,
+                    block=args.growth_block,
+                )
+
             def run_scaling() -> None:
                 sizes = args.sizes if backend == "sqlite" else args.postgresql_sizes
                 rows, plans = scaling.run(
@@ -97,7 +131,9 @@ def _backend_parts(
             part("appends", run_appends)
             part("concurrency", run_concurrency)
             part("saves", run_saves)
+            part("peers", run_peers)
             part("scaling", run_scaling)
+            part("growth", run_growth)
     finally:
         database.drop()
     return found

@@ -101,6 +101,8 @@ def markdown(results: dict[str, Any]) -> str:
                 for r in results["saves"]
             ],
         )
+    if results.get("peers"):
+        lines += _peers(results)
     if results.get("scaling"):
         lines += [
             "Context pack and restore-by-rebuild as stored items grow (ratio to the smallest; "
@@ -142,6 +144,30 @@ def markdown(results: dict[str, Any]) -> str:
                 for r in results["scaling"]
             ],
         )
+    if results.get("growth"):
+        lines += [
+            "Growth series (server CPU per append over each block of appends, the server "
+            "pinned; ratio to the first block; flat means the last ≤ 1.2):",
+            "",
+        ]
+        lines += _table(
+            ["backend", "series", "held before the block", "block", "CPU ms/append", "ratio"]
+            + ["p50 ms", "level s", "flat"],
+            [
+                [
+                    r["backend"],
+                    r["series"],
+                    f"{r['held']:,}",
+                    r["block"],
+                    r["cpu_ms"],
+                    r["ratio"],
+                    r["p50_ms"],
+                    r["seconds"],
+                    _mark(r["met"]) if "met" in r else "",
+                ]
+                for r in results["growth"]
+            ],
+        )
     if results.get("concurrency"):
         lines += ["Run state under concurrent iteration starts:", ""]
         lines += _table(
@@ -162,6 +188,56 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("failures"):
         lines += ["Parts that failed: " + "; ".join(results["failures"]), ""]
     return "\n".join(lines)
+
+
+SAVER_TARGET = 3.0
+
+
+def _peers(results: dict[str, Any]) -> list[str]:
+    """LangGraph's saver and store beside the saves and appends of the same backend."""
+    saves = {r["backend"]: r for r in results.get("saves", []) if r["size"] == "1 MB"}
+    decisions = {
+        r["backend"]: r for r in results.get("appends", []) if r["endpoint"] == "decision POST"
+    }
+    rows = []
+    for peer in results["peers"]:
+        ours = saves.get(peer["backend"])
+        theirs = peer["saver_put_ms"] + peer["saver_get_ms"]
+        ratio = None if ours is None else (ours["import_ms"] + ours["export_ms"]) / theirs
+        decision = decisions.get(peer["backend"])
+        rows.append(
+            [
+                peer["backend"],
+                peer["saver_put_ms"],
+                peer["saver_get_ms"],
+                "" if ours is None else f"{ours['import_ms']} + {ours['export_ms']}",
+                "" if ratio is None else round(ratio, 2),
+                "" if ratio is None else _mark(ratio <= SAVER_TARGET),
+                peer["store_put_ms"],
+                "" if decision is None else decision["p50_ms"],
+            ]
+        )
+    return [
+        "Peers in-process, in a process of their own on the server's core: LangGraph's "
+        "checkpointer (SqliteSaver / PostgresSaver) putting and getting the 1 MB save as a "
+        "checkpoint, beside this service's import and export of it over HTTP (ratio: ours over "
+        "theirs, target ≤ 3); its store (SqliteStore / PostgresStore) putting a small item, "
+        "beside a decision POST's p50 over HTTP:",
+        "",
+        *_table(
+            [
+                "backend",
+                "saver put ms",
+                "saver get ms",
+                "our import + export ms",
+                "ratio",
+                "met",
+                "store put ms",
+                "our decision POST p50 ms",
+            ],
+            rows,
+        ),
+    ]
 
 
 def plans_text(results: dict[str, Any]) -> str:

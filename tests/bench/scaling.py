@@ -61,6 +61,14 @@ class Seeder:
             self._insert(MemoryItem.__table__, kind, int(total * share), self._memory_item)
         for kind, share in AGENT_SHARES.items():
             self._insert(AgentMemoryItem.__table__, kind, int(total * share), self._agent_item)
+        self.analyze()
+
+    def grow_items_to(self, kind: str, total: int) -> None:
+        """Project memory items of one kind only (the growth series' appends)."""
+        self._insert(MemoryItem.__table__, kind, total, self._memory_item)
+        self.analyze()
+
+    def analyze(self) -> None:
         with self.engine.begin() as connection:
             connection.execute(text("ANALYZE"))
 
@@ -147,9 +155,9 @@ def _prepare(client: httpx.Client) -> None:
         client.post(f"{memory}/constraints", json=document).raise_for_status()
 
 
-def _project_id(engine: Engine) -> int:
+def project_id(engine: Engine, project: str = PROJECT) -> int:
     with engine.connect() as connection:
-        statement = select(Project.id).where(Project.tenant == TENANT, Project.name == PROJECT)
+        statement = select(Project.id).where(Project.tenant == TENANT, Project.name == project)
         project_id: int = connection.execute(statement).scalar_one()
         return project_id
 
@@ -250,7 +258,7 @@ def run(
     try:
         with httpx.Client(base_url=server.url, headers=headers, timeout=300) as client:
             _prepare(client)
-            seeder = Seeder(engine, _project_id(engine))
+            seeder = Seeder(engine, project_id(engine))
             for size in sizes:
                 started = time.perf_counter()
                 seeder.grow_to(size)

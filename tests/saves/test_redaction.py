@@ -1,12 +1,18 @@
-"""The redaction's cheap literal checks never change what it finds: the gated redaction equals
-every pattern applied to every text, on secrets of each kind, their case and Unicode
-case-folding variants, secrets inside each other, and text with none."""
+"""The redaction's gate never changes what it finds: the gated redaction equals every pattern
+applied to every text, on secrets of each kind, their case and Unicode case-folding variants,
+secrets inside each other, text with none, and text built from the patterns' own parts."""
 
+import re
+import string
+import sys
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app import redaction
+from tests.helpers import SOAK
 
 SAMPLES = [
     "nothing to see here, only prose about tokens and passes",
@@ -64,7 +70,7 @@ SAMPLES = [
 
 def _ungated(text: str) -> tuple[str, Counter[str]]:
     counts: Counter[str] = Counter()
-    for kind, pattern, replacement, _literals in redaction._REPLACEMENTS:
+    for kind, pattern, replacement in redaction._REPLACEMENTS:
         text, found = pattern.subn(replacement, text)
         if found:
             counts[kind] += found
@@ -82,3 +88,78 @@ def test_the_samples_exercise_every_kind():
     for text in SAMPLES:
         found.update(_ungated(text)[1])
     assert set(found) == {kind for kind, _ in redaction._SECRET_PATTERNS}
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_the_gate_finds_each_text_among_others_as_a_value_and_as_a_key(text):
+    """One scan covers the whole document: a text's neighbours never hide it."""
+    document = {"before": "prose: a", "value": text, "list": ["x=", text], text: "after"}
+    redactions = redaction.Redactions()
+    redaction.redact_document(document, redactions)
+    redacted, counts = _ungated(text)
+    assert document["value"] == document["list"][1] == redacted
+    assert redacted in document or any(key.startswith(redacted + "#") for key in document)
+    assert redactions.by_kind() == {kind: 3 * count for kind, count in counts.items()}
+
+
+def test_the_case_variants_are_every_character_ignorecase_takes_for_an_ascii_letter():
+    """The gate spells the patterns' case-insensitive words out, bytewise: the characters
+    besides ASCII that Python's IGNORECASE takes for each letter must all be listed."""
+    letters = {letter: re.compile(f"(?i:{letter})") for letter in string.ascii_lowercase}
+    variants: dict[str, str] = {}
+    for code in range(128, sys.maxunicode + 1):
+        char = chr(code)
+        for letter, pattern in letters.items():
+            if pattern.fullmatch(char):
+                variants[letter] = variants.get(letter, "") + char
+    assert variants == redaction._CASE_VARIANTS
+
+
+def test_the_gates_whitespace_is_pythons():
+    spaces = [chr(code) for code in range(sys.maxunicode + 1) if re.fullmatch(r"\s", chr(code))]
+    gate = re.compile(redaction._WHITESPACE.encode())
+    assert [char for char in spaces if not gate.fullmatch(char.encode())] == []
+    assert gate.fullmatch(b"a") is None
+
+
+# The parts the patterns are made of, and what sits next to them, so that random text often
+# comes close to a secret (and sometimes is one).
+PARTS = [
+    *("password", "PASSWORD", "Pa\u017f\u017fword", "api_key", "AP\u0130-KEY", "tok", "en"),
+    *("token", "secret", "client_", "credentials", "authorization", "Authorization"),
+    *("Bearer", "bEaReR", "basic", "Basic", "AccountKey", "Shared", "Access\u212aey"),
+    *("aws_secret_access_key", "sk-", "sk-ant-", "ghp_", "xoxb-", "AIza", "sk_live_", "hf_"),
+    *("AKIA", "eyJ", "-----BEGIN ", "RSA ", "PRIVATE KEY", "-----", "://", "@", "user:"),
+    *("=", ":", " ", "  ", "\t", "\n", "\u00a0", "\u2028", "\x1c", "\u3000"),
+    *('"', "'", "\\", "[REDACTED:", "]", ".", "/", "+", "-", "_", ";", ","),
+    *("a", "Z", "0", "9", "abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "é", "密", "\ud800"),
+]
+
+
+@settings(max_examples=1000 * SOAK)
+@given(st.lists(st.lists(st.sampled_from(PARTS), max_size=30).map("".join), max_size=4))
+def test_the_gate_never_changes_what_random_text_redacts(texts):
+    document = list(texts)
+    redaction.redact_document(document, redaction.Redactions())
+    assert document == [_ungated(text)[0] for text in texts]
+
+
+@pytest.mark.parametrize("text", SAMPLES)
+def test_containers_with_nothing_found_are_stepped_over_and_the_rest_still_redacted(text):
+    """Clean keys: the walk steps over whole containers, counting their strings, so that it
+    still meets each found text where the scan saw it."""
+    nested = {"a": ["b", {"c": "d", "e": []}], "f": {}}
+    document = {
+        "head": [nested, "clean", [[["deep"]]]],
+        "middle": [text, nested, {"g": text}],
+        "tail": {"h": [nested, text]},
+    }
+    redactions = redaction.Redactions()
+    redaction.redact_document(document, redactions)
+    redacted, counts = _ungated(text)
+    assert document["head"] == [nested, "clean", [[["deep"]]]]
+    middle, tail = document["middle"], document["tail"]["h"]
+    assert [middle[0], middle[2]["g"], tail[1]] == [redacted] * 3
+    assert middle[1] == tail[0] == nested
+    sites = {site["path"] for site in redactions.listing()}
+    assert sites == ({"/middle/0", "/middle/2/g", "/tail/h/1"} if counts else set())
