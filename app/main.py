@@ -37,6 +37,7 @@ from app.health.router import router as health_router
 from app.keys import repository as keys_repository
 from app.keys.router import router as keys_router
 from app.keys.service import principal_for
+from app.mcp_server.http import install_mcp, mcp_lifespan
 from app.memory.router import router as memory_router
 from app.projects import resources as project_resources
 from app.projects.router import router as projects_router
@@ -76,7 +77,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             "a different request"
         )
     try:
-        yield
+        async with mcp_lifespan(app):
+            yield
     finally:
         database.dispose()
 
@@ -125,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         keys_router,
     ):
         app.include_router(router)
+    install_mcp(app, settings)
     install_docs(app)
     document_problems(app)
     document_api(app, DOMAINS, PATH_EXAMPLES)

@@ -1,0 +1,106 @@
+"""The MCP server: the tools, the exported files as resources, and the resume prompt, all
+sending their requests with the client ``store`` gives."""
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp_types import ListResourcesResult, PaginatedRequestParams, Resource
+
+from app import __version__
+from app.client import ContextStoreError
+from app.mcp_server import files
+from app.mcp_server.tools import StoreOf, StoreTools
+
+INSTRUCTIONS = """\
+context-store keeps coding agents' working memory per project: MDAN-AUTO saves, autobyteus
+working-context snapshots and agent memory, atari run state, sdd-unified feature contexts and
+handovers, and Context Agent project memory (decisions, failures, constraints, running
+summary). Start with list_projects; before working on a feature, get_context_pack; when you
+take over work, list_handovers with your agent name. Every file is also a resource,
+context-store://{project}/{path}, as the tool that wrote it laid it out."""
+
+
+class ContextStoreServer(MCPServer):
+    """Lists resources one project a page: each page is one archive export, so a tenant with
+    many projects is never read all at once."""
+
+    def __init__(self, store: StoreOf) -> None:
+        # MCPServer's constructor calls logging.basicConfig (a rich handler on the root logger
+        # when it has none yet); the service's logs are JSON lines of its own configuration
+        # (app/core/logs.py), so the root logger is put back as it was.
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        super().__init__(
+            "context-store",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+        )
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        self.store = store
+
+    async def _handle_list_resources(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        store = self.store()
+        try:
+            projects = await store.list_projects(cursor=cursor, limit=1)
+            resources = [
+                Resource(
+                    uri=files.uri(project.name, path),
+                    name=f"{project.name}/{path}",
+                    mime_type=files.media_type(path),
+                )
+                for project in projects.items
+                for path in await files.paths(store, project.name)
+            ]
+        except ContextStoreError as error:
+            raise ResourceError(str(error)) from None
+        return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+
+
+def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable[str | bytes]]:
+    """The template's read: a function of its variables (the SDK matches them by name)."""
+
+    async def read(**values: str) -> str | bytes:
+        path = template.path.format(**values)
+        try:
+            content = await files.read(store(), values["project"], path)
+        except ContextStoreError as error:
+            raise ResourceError(str(error)) from None
+        except LookupError as error:
+            raise ResourceError(str(error)) from None
+        try:
+            return content.decode()  # text, when it is UTF-8: the same bytes once encoded
+        except UnicodeDecodeError:
+            return content
+
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)
+        for name in template.variables
+    ]
+    # The SDK reads the signature, pydantic (validate_call) the annotations.
+    read.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # see above
+    read.__annotations__ = {name: str for name in template.variables}
+    read.__name__ = template.name.replace("-", "_")
+    return read
+
+
+def build_server(store: StoreOf) -> ContextStoreServer:
+    server = ContextStoreServer(store)
+    for tool, annotations in StoreTools(store).all():
+        server.add_tool(tool, annotations=annotations, structured_output=True)
+    for template in files.TEMPLATES:
+        server.resource(
+            template.uri_template,
+            name=template.name,
+            description=template.description,
+            mime_type=files.media_type(template.path),
+        )(_reader(store, template))
+    return server
