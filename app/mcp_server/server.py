@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
@@ -60,7 +61,7 @@ class ContextStoreServer(MCPServer):
                 for project in projects.items
                 for path in await files.paths(store, project.name)
             ]
-        except ContextStoreError as error:
+        except (ContextStoreError, httpx.TransportError) as error:
             raise ResourceError(str(error)) from None
         return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
 
@@ -72,9 +73,7 @@ def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable
         path = template.path.format(**values)
         try:
             content = await files.read(store(), values["project"], path)
-        except ContextStoreError as error:
-            raise ResourceError(str(error)) from None
-        except LookupError as error:
+        except (ContextStoreError, LookupError, httpx.TransportError) as error:
             raise ResourceError(str(error)) from None
         try:
             return content.decode()  # text, when it is UTF-8: the same bytes once encoded
@@ -92,6 +91,38 @@ def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable
     return read
 
 
+def _resume_prompt(store: StoreOf) -> Callable[..., Awaitable[str]]:
+    async def resume_where_i_left_off(project: str, agent: str, feature: str | None = None) -> str:
+        """Pick up a project where the last session left it: the context pack (running
+        summary, decisions, failures, constraints), the newest save and the notes handed to
+        you."""
+        client = store()
+        try:
+            pack = await client.context_pack(project, feature_id=feature)
+            saves = await client.list_saves(project, limit=1)
+            handovers = await client.list_handovers(project, to_agent=agent, limit=10)
+        except ContextStoreError as error:
+            raise ValueError(str(error)) from None
+        lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
+        if saves.items:
+            save = saves.items[0]
+            lines += [
+                "",
+                f"The newest MDAN-AUTO save is {save.filename} (id {save.id}), in phase "
+                f"{save.current_phase}: read it with latest_mdan_save, or resume_mdan_save.",
+            ]
+        if handovers.items:
+            lines += ["", "## Handed over to you"]
+            lines += [
+                f"- {item.feature_id}: {item.note.get('message', '')} "
+                f"(from {item.note.get('from_agent')})"
+                for item in handovers.items
+            ]
+        return "\n".join(lines)
+
+    return resume_where_i_left_off
+
+
 def build_server(store: StoreOf) -> ContextStoreServer:
     server = ContextStoreServer(store)
     for tool, annotations in StoreTools(store).all():
@@ -103,4 +134,5 @@ def build_server(store: StoreOf) -> ContextStoreServer:
             description=template.description,
             mime_type=files.media_type(template.path),
         )(_reader(store, template))
+    server.prompt()(_resume_prompt(store))
     return server

@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
+import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -71,6 +72,8 @@ def _answers_problems(tool: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[
             return await tool(*args, **kwargs)
         except ContextStoreError as error:
             raise _problem(error) from None
+        except httpx.TransportError as error:  # over stdio: the server's URL
+            raise ToolError(f"The store could not be reached: {error!r}") from None
 
     return call
 
