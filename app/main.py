@@ -37,7 +37,7 @@ from app.health.router import router as health_router
 from app.keys import repository as keys_repository
 from app.keys.router import router as keys_router
 from app.keys.service import principal_for
-from app.mcp_server.http import install_mcp, mcp_lifespan
+from app.mcp_server.http import install_mcp
 from app.memory.router import router as memory_router
 from app.projects import resources as project_resources
 from app.projects.router import router as projects_router
@@ -77,8 +77,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             "a different request"
         )
     try:
-        async with mcp_lifespan(app):
-            yield
+        yield
     finally:
         database.dispose()
 

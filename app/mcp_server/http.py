@@ -7,12 +7,11 @@ caller's own key headers, so that a tool call is authorised, scoped to the tenan
 made idempotent and answered exactly as the REST request would be.
 """
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from contextvars import ContextVar
 
 import httpx
 from fastapi import FastAPI
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.routing import Match, Route
@@ -45,11 +44,27 @@ def _transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 class McpEndpoint:
-    """The ASGI app at /mcp: authenticate, then hand the request to the SDK's session manager
-    with the caller's headers in reach of the tools."""
+    """The ASGI app at /mcp: authenticate, then hand the request to a session manager of its
+    own with the caller's headers in reach of the tools.
 
-    def __init__(self, server: ContextStoreServer) -> None:
+    A manager per request: stateless, a request is one exchange, and nothing it starts
+    outlives it (the SDK's manager otherwise runs for the app's lifetime, in its lifespan)."""
+
+    def __init__(self, server: ContextStoreServer, settings: Settings) -> None:
         self.server = server
+        self.security = _transport_security(settings)
+        # Tool arguments carry whole saves: the limit of the routes that take them.
+        self.max_body_bytes = settings.max_bulk_body_bytes
+
+    def _manager(self) -> StreamableHTTPSessionManager:
+        self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=self.security,
+            max_request_body_size=self.max_body_bytes,
+        )
+        return self.server.session_manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -59,7 +74,9 @@ class McpEndpoint:
         }
         token = _caller.set(headers)
         try:
-            await self.server.session_manager.handle_request(scope, receive, send)
+            manager = self._manager()
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)
         finally:
             _caller.reset(token)
 
@@ -76,7 +93,7 @@ class McpRoute(Route):
 
 
 def install_mcp(app: FastAPI, settings: Settings) -> None:
-    """Serve the MCP server at /mcp; ``mcp_lifespan`` runs its session manager."""
+    """Serve the MCP server at /mcp."""
     http = httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app),
         base_url="http://context-store",
@@ -86,23 +103,6 @@ def install_mcp(app: FastAPI, settings: Settings) -> None:
         timeout=None,
     )
     server = build_server(lambda: AsyncContextStoreClient(http=http))
-    app.state.mcp = server
-    app.state.mcp_security = _transport_security(settings)
-    app.router.routes.append(McpRoute(PATH, McpEndpoint(server), methods=["GET", "POST", "DELETE"]))
-
-
-@asynccontextmanager
-async def mcp_lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """A session manager for this run of the app (the SDK's run once each)."""
-    server: ContextStoreServer = app.state.mcp
-    settings: Settings = app.state.settings
-    server.streamable_http_app(
-        streamable_http_path=PATH,
-        stateless_http=True,
-        json_response=True,
-        transport_security=app.state.mcp_security,
-        # Tool arguments carry whole saves: the limit of the routes that take them.
-        max_request_body_size=settings.max_bulk_body_bytes,
+    app.router.routes.append(
+        McpRoute(PATH, McpEndpoint(server, settings), methods=["GET", "POST", "DELETE"])
     )
-    async with server.session_manager.run():
-        yield
