@@ -69,7 +69,7 @@ def media_type(path: str) -> str:
         return NDJSON_MEDIA_TYPE
     if path.endswith(".json"):
         return JSON
-    return "application/octet-stream"  # a gzipped save, a run's backup (any bytes)
+    return "application/octet-stream"  # a run's backup: whatever atari set aside
 
 
 async def read(store: AsyncContextStoreClient, project: str, path: str) -> bytes:
@@ -85,7 +85,16 @@ async def paths(store: AsyncContextStoreClient, project: str) -> list[str]:
     """Every file the project holds, by its path: the members of its archive export."""
     archive = await store.export_archive(project)
     with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as members:
-        return [member.name for member in members if member.isfile()]
+        return [_resource_path(member.name) for member in members if member.isfile()]
+
+
+def _resource_path(member: str) -> str:
+    """The archive keeps a large save gzipped (``.json.gz``), as MDAN-AUTO may; its resource is
+    the save's JSON, as its route answers a client that does not take gzip."""
+    target = layout.classify(member)
+    if target is not None and target.kind is layout.Kind.save:
+        return member.removesuffix(".gz")
+    return member
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,7 @@ def _template(path: str, name: str, description: str, *variables: str) -> Templa
 
 # The layout's own path functions, given the variables' names: one source for the paths.
 TEMPLATES = [
-    _template(layout.save_path("{filename}"), "mdan-save", "An MDAN-AUTO save.", "filename"),
+    _template(layout.save_path("{save}.json"), "mdan-save", "An MDAN-AUTO save.", "save"),
     _template(
         layout.snapshot_path("{agent}"),
         "working-context-snapshot",
