@@ -135,7 +135,7 @@ def _context(client: httpx.Client, world: World) -> Any:
     return _rest(client, f"{_p(world)}/features/{FEATURE}/context")
 
 
-def _trip_the_breaker(client: httpx.Client, world: World) -> None:
+def trip_the_breaker(client: httpx.Client, world: World) -> None:
     """Rejections until the phase reaches its limit: a reset refuses anything less (409)."""
     review = {"phase": "design-l1", "outcome": "REJECTED", "rejecting_agents": ["x"]}
     while _context(client, world)["iteration_tracking"]["design-l1"]["status"] != "limit_reached":
@@ -165,7 +165,7 @@ def test_every_tool_answers_as_its_route(app, client, project):
     assert list(calls) == list(CHECKS)
     for name, arguments in calls.items():
         if name == "reset_circuit_breaker":
-            _trip_the_breaker(client, world)
+            trip_the_breaker(client, world)
         result = call_tool(app, key, name, arguments)
         assert not result.is_error, (name, result.content)
         CHECKS[name](result, client, world)
