@@ -57,3 +57,8 @@ def list_tools(app: FastAPI, key: str | None) -> list[Tool]:
 def error_text(result: CallToolResult) -> str:
     assert result.is_error, result
     return "\n".join(getattr(block, "text", "") for block in result.content)
+
+
+def key_of(client: Any) -> str:
+    """The key a test client sends (``client_for``'s bearer token)."""
+    return str(client.headers["Authorization"]).removeprefix("Bearer ")
