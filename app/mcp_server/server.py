@@ -10,7 +10,8 @@ import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
-from mcp_types import ListResourcesResult, PaginatedRequestParams, Resource
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
 
 from app import __version__
 from app.client import ContextStoreError
@@ -101,8 +102,10 @@ def _resume_prompt(store: StoreOf) -> Callable[..., Awaitable[str]]:
             pack = await client.context_pack(project, feature_id=feature)
             saves = await client.list_saves(project, limit=1)
             handovers = await client.list_handovers(project, to_agent=agent, limit=10)
-        except ContextStoreError as error:
-            raise ValueError(str(error)) from None
+        except (ContextStoreError, httpx.TransportError) as error:
+            # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
+            # rendering prompt" and a logged traceback.
+            raise MCPError(INVALID_PARAMS, str(error)) from None
         lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
         if saves.items:
             save = saves.items[0]

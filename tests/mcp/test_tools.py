@@ -7,9 +7,11 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult
 
-from tests.mcp_client import call_tool, list_tools
+from tests.mcp_client import call_tool, key_of, list_tools, session
 from tests.platform.world import AGENT, BEAD, FEATURE, MARKER, RUN, World, populate, tool_calls
 
 Check = Callable[[CallToolResult, httpx.Client, World], None]
@@ -191,3 +193,27 @@ def test_a_writing_tool_with_an_idempotency_key_writes_once(app, client, project
     items = _rest(client, f"/v1/projects/{project}/memory/failures")["items"]
     assert len(items) == (1 if retry else 2)
     assert (first.structured_content == second.structured_content) is retry
+
+
+def test_the_resume_prompt_assembles_the_pack_the_save_and_the_handovers(app, client, project):
+    world = populate(client, project)
+    pack = _rest(client, f"{_p(world)}/memory/context", feature_id=FEATURE)
+    latest = _rest(client, f"{_p(world)}/saves")["items"][0]
+
+    async def resume(mcp: ClientSession) -> str:
+        arguments = {"project": project, "agent": "b", "feature": FEATURE}
+        (message,) = (await mcp.get_prompt("resume_where_i_left_off", arguments)).messages
+        return message.content.text  # type: ignore[union-attr]
+
+    text = session(app, key_of(client), resume)
+    assert pack["markdown"] in text
+    assert latest["filename"] in text and MARKER in text  # the save, and the note to agent b
+
+    async def refused(mcp: ClientSession) -> str:
+        try:
+            await mcp.get_prompt("resume_where_i_left_off", {"project": "no", "agent": "b"})
+        except MCPError as error:
+            return error.error.message
+        raise AssertionError("a prompt for a project the tenant does not have")
+
+    assert session(app, key_of(client), refused) == "404 Not Found: No project 'no'."
