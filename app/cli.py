@@ -517,5 +517,19 @@ def pull(
         typer.echo(f"wrote     {name}")
 
 
+@cli.command("mcp")
+def mcp_stdio(url: UrlOption = DEFAULT_URL, key: KeyOption = None) -> None:
+    """Serve the store's MCP tools, resources and prompt over standard input and output.
+
+    For an agent on this machine: each tool sends its request to the server at --url with
+    --key, as the REST API answers it. Nothing but the protocol is written to standard output.
+    For example: claude mcp add context-store -- context-store mcp --url http://127.0.0.1:8000
+    """
+    # Imported here: the other commands start faster without the MCP SDK.
+    from app.mcp_server.stdio import serve_stdio
+
+    serve_stdio(url, key)
+
+
 def main() -> None:
     cli()

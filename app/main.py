@@ -37,6 +37,7 @@ from app.health.router import router as health_router
 from app.keys import repository as keys_repository
 from app.keys.router import router as keys_router
 from app.keys.service import principal_for
+from app.mcp_server.http import install_mcp
 from app.memory.router import router as memory_router
 from app.projects import resources as project_resources
 from app.projects.router import router as projects_router
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         keys_router,
     ):
         app.include_router(router)
+    install_mcp(app, settings)
     install_docs(app)
     document_problems(app)
     document_api(app, DOMAINS, PATH_EXAMPLES)

@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # A client that accepts no byte of a response for this long is dropped (its export's
     # turn and memory are freed).
     send_timeout_seconds: float = Field(default=30.0, gt=0)
+    # /mcp's DNS-rebinding check (the MCP SDK's): Host values (`name:port`, `name:*` for any
+    # port) and Origin values (`http://name:port`) it answers besides the loopback ones,
+    # comma-separated. See mcp_transport_security.
+    mcp_allowed_hosts: str = ""
+    mcp_allowed_origins: str = ""
 
     @field_validator("database_url")
     @classmethod
@@ -145,6 +150,26 @@ class Settings(BaseSettings):
                 f"CONTEXT_STORE_AUTH=off is only allowed on a loopback address, not {self.host!r}"
             )
         return self
+
+    @cached_property
+    def mcp_allowed(self) -> tuple[list[str], list[str]] | None:
+        """The Host and Origin values /mcp answers, or None to check neither.
+
+        Checked when serving on a loopback address (where a page that rebinds its own name to
+        127.0.0.1 would otherwise reach the server, and AUTH=off needs no key) or when hosts or
+        origins are set; not on another address without them, where the server is reached by
+        names only its deployment knows and every request carries its key itself."""
+        hosts = [host.strip() for host in self.mcp_allowed_hosts.split(",") if host.strip()]
+        origins = [origin.strip() for origin in self.mcp_allowed_origins.split(",") if origin]
+        if not (is_loopback(self.host) or hosts or origins):
+            return None
+        loopback = ["127.0.0.1", "localhost", "[::1]"]
+        return (
+            [f"{name}:*" for name in loopback] + loopback + hosts,
+            [f"http://{name}:*" for name in loopback]
+            + [f"http://{name}" for name in loopback]
+            + [origin.strip() for origin in origins],
+        )
 
     @cached_property
     def is_sqlite(self) -> bool:

@@ -83,6 +83,10 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
             "uvicorn.error": {"handlers": [], "propagate": True, "filters": ["abandoned"]},
             "uvicorn.access": {"handlers": [], "propagate": False},
             "alembic": {"handlers": [], "propagate": True},
+            # /mcp: each tool's in-process request has its own line already (the request
+            # log), and the MCP SDK says at INFO that every stateless request's session ends.
+            "httpx": {"level": "WARNING"},
+            "mcp": {"level": "WARNING"},
         },
     }
 

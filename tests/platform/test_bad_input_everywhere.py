@@ -19,6 +19,7 @@ from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import assert_problem
+from tests.mcp_client import BASE_URL, key_of
 from tests.platform.world import (
     WRITES,
     P,
@@ -375,3 +376,19 @@ def test_query_filters_with_unstorable_characters_are_never_a_500(app, client, w
             assert response.status_code < 500, (url, response.text)
             if response.status_code >= 400:
                 assert_problem(response, response.status_code)
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_bodies_at_mcp_are_4xx_and_change_nothing(app, client, world, unchanged, case):
+    # A loopback host: /mcp refuses any other before it reads a body (DNS-rebinding check).
+    mcp = client_for(app, key_of(client), base_url=BASE_URL)
+    accept = {"Accept": "application/json, text/event-stream"}
+    listed = mcp.post(
+        "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=accept
+    )
+    assert listed.status_code == 200, listed.text  # the same request, well formed, is answered
+    body = MALFORMED[case](("POST", P + "/saves"))
+    for content_type in ("application/json", "text/plain"):
+        headers = accept | {"Content-Type": content_type}
+        response = mcp.post("/mcp", content=body, headers=headers)
+        assert 400 <= response.status_code < 500, (case, content_type, response.text)

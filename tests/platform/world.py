@@ -215,3 +215,49 @@ def readable_state(client: httpx.Client, world: World, routes: list[Route]) -> d
             response = client.get(url, headers={"Accept": accept})
             state[f"{url} {accept}"] = (response.status_code, response.content)
     return state
+
+
+def tool_calls(world: World) -> dict[str, dict[str, Any]]:
+    """One well-formed call of each MCP tool on the world, as WRITES is for the routes: the
+    tests compare this with the tools the server lists, so a new tool needs a sample here."""
+    project = world.project
+    agent = {"project": project, "agent": AGENT}
+    run = {"project": project, "run": RUN}
+    feature = {"project": project, "feature": FEATURE}
+    return {
+        "list_projects": {},
+        # Before the save below, which may prune the world's (a save with every phase done).
+        "resume_mdan_save": {"project": project, "save_id": world.save_id},
+        "save_mdan_save": {"project": project, "save": json.loads(_save())},
+        "latest_mdan_save": {"project": project},
+        "list_mdan_saves": {"project": project},
+        "put_working_context_snapshot": agent | {"snapshot": _snapshot()},
+        "get_working_context_snapshot": agent,
+        "append_agent_memory": agent
+        | {
+            "memory": "episodic",
+            "items": [
+                {"id": "ep-9", "ts": 2.5, "turn_ids": ["t9"], "summary": MARKER, "salience": 1}
+            ],
+        },
+        "restore_agent_context": agent | {"system_prompt": MARKER},
+        "start_iteration": run | {"bead_id": BEAD},
+        "end_iteration": run | {"bead_id": BEAD, "outcome": "completed", "session_id": "s-9"},
+        "get_run_state": run,
+        "get_feature_context": feature,
+        "add_handover": feature
+        | {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": MARKER},
+        "record_review": feature
+        | {"phase": "design-l1", "outcome": "REJECTED", "rejecting_agents": ["x"]},
+        "reset_circuit_breaker": feature,
+        "list_handovers": {"project": project, "to_agent": "b"},
+        "add_memory_item": {
+            "project": project,
+            "kind": "decisions",
+            "item": {"featureId": FEATURE, "decision": MARKER, "rationale": "r"},
+        },
+        "search_memory": {"project": project, "kind": "decisions", "q": MARKER},
+        "get_running_summary": {"project": project},
+        "put_running_summary": {"project": project, "summary": {"content": MARKER, "updatedAt": 2}},
+        "get_context_pack": {"project": project, "feature_id": FEATURE, "max_tokens": 500},
+    }

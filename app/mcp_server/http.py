@@ -1,0 +1,108 @@
+"""``/mcp``: Streamable HTTP in the service's own app, stateless with JSON answers (any replica
+answers any request, nothing is held between them).
+
+A request to ``/mcp`` is authenticated as every route is (401 without a valid key). Its tools
+then send their route's request to this same app in process (httpx's ASGI transport) with the
+caller's own key headers, so that a tool call is authorised, scoped to the tenant, validated,
+made idempotent and answered exactly as the REST request would be.
+"""
+
+from contextvars import ContextVar
+
+import httpx
+from fastapi import FastAPI
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.routing import Match, Route
+from starlette.types import Receive, Scope, Send
+
+from app.client import AsyncContextStoreClient
+from app.core.config import Settings
+from app.core.deps import authenticated
+from app.mcp_server.server import ContextStoreServer, build_server
+
+PATH = "/mcp"
+# What a tool's request carries of the caller's: who it is, and the id its logs go under.
+FORWARDED_HEADERS = ("authorization", "x-api-key", "x-request-id")
+
+_caller: ContextVar[dict[str, str]] = ContextVar("mcp_caller")
+
+
+async def _as_caller(request: httpx.Request) -> None:
+    request.headers.update(_caller.get())
+
+
+def _transport_security(settings: Settings) -> TransportSecuritySettings:
+    allowed = settings.mcp_allowed
+    if allowed is None:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts, origins = allowed
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class McpEndpoint:
+    """The ASGI app at /mcp: authenticate, then hand the request to a session manager of its
+    own with the caller's headers in reach of the tools.
+
+    A manager per request: stateless, a request is one exchange, and nothing it starts
+    outlives it (the SDK's manager otherwise runs for the app's lifetime, in its lifespan)."""
+
+    def __init__(self, server: ContextStoreServer, settings: Settings) -> None:
+        self.server = server
+        self.security = _transport_security(settings)
+        # Tool arguments carry whole saves: the limit of the routes that take them.
+        self.max_body_bytes = settings.max_bulk_body_bytes
+
+    def _manager(self) -> StreamableHTTPSessionManager:
+        self.server.streamable_http_app(
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=self.security,
+            max_request_body_size=self.max_body_bytes,
+        )
+        return self.server.session_manager
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        await authenticated(request)  # raises the 401 problem, as on every route
+        headers = {
+            name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers
+        }
+        token = _caller.set(headers)
+        try:
+            manager = self._manager()
+            async with manager.run():
+                await manager.handle_request(scope, receive, send)
+        finally:
+            _caller.reset(token)
+
+
+class McpRoute(Route):
+    """Names itself in the scope, as FastAPI's routes do: the request log and the metrics
+    label a request by its route's template (app/core/metrics.py)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is not Match.NONE:
+            child_scope["route"] = self
+        return match, child_scope
+
+
+def install_mcp(app: FastAPI, settings: Settings) -> None:
+    """Serve the MCP server at /mcp."""
+    http = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://context-store",
+        # In process: gzip would only cost both ends CPU.
+        headers={"Accept-Encoding": "identity"},
+        event_hooks={"request": [_as_caller]},
+        timeout=None,
+    )
+    server = build_server(lambda: AsyncContextStoreClient(http=http))
+    app.router.routes.append(
+        McpRoute(PATH, McpEndpoint(server, settings), methods=["GET", "POST", "DELETE"])
+    )

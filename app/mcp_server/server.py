@@ -1,0 +1,141 @@
+"""The MCP server: the tools, the exported files as resources, and the resume prompt, all
+sending their requests with the client ``store`` gives."""
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+from mcp.server.context import ServerRequestContext
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
+
+from app import __version__
+from app.client import ContextStoreError
+from app.mcp_server import files
+from app.mcp_server.tools import StoreOf, StoreTools
+
+INSTRUCTIONS = """\
+context-store keeps coding agents' working memory per project: MDAN-AUTO saves, autobyteus
+working-context snapshots and agent memory, atari run state, sdd-unified feature contexts and
+handovers, and Context Agent project memory (decisions, failures, constraints, running
+summary). Start with list_projects; before working on a feature, get_context_pack; when you
+take over work, list_handovers with your agent name. Every file is also a resource,
+context-store://{project}/{path}, as the tool that wrote it laid it out."""
+
+
+class ContextStoreServer(MCPServer):
+    """Lists resources one project a page: each page is one archive export, so a tenant with
+    many projects is never read all at once."""
+
+    def __init__(self, store: StoreOf) -> None:
+        # MCPServer's constructor calls logging.basicConfig (a rich handler on the root logger
+        # when it has none yet); the service's logs are JSON lines of its own configuration
+        # (app/core/logs.py), so the root logger is put back as it was.
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        super().__init__(
+            "context-store",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+        )
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        self.store = store
+
+    async def _handle_list_resources(
+        self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        store = self.store()
+        try:
+            projects = await store.list_projects(cursor=cursor, limit=1)
+            resources = [
+                Resource(
+                    uri=files.uri(project.name, path),
+                    name=f"{project.name}/{path}",
+                    mime_type=files.media_type(path),
+                )
+                for project in projects.items
+                for path in await files.paths(store, project.name)
+            ]
+        except (ContextStoreError, httpx.TransportError) as error:
+            raise ResourceError(str(error)) from None
+        return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+
+
+def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable[str | bytes]]:
+    """The template's read: a function of its variables (the SDK matches them by name)."""
+
+    async def read(**values: str) -> str | bytes:
+        path = template.path.format(**values)
+        try:
+            content = await files.read(store(), values["project"], path)
+        except (ContextStoreError, LookupError, httpx.TransportError) as error:
+            raise ResourceError(str(error)) from None
+        try:
+            return content.decode()  # text, when it is UTF-8: the same bytes once encoded
+        except UnicodeDecodeError:
+            return content
+
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)
+        for name in template.variables
+    ]
+    # The SDK reads the signature, pydantic (validate_call) the annotations.
+    read.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # see above
+    read.__annotations__ = {name: str for name in template.variables}
+    read.__name__ = template.name.replace("-", "_")
+    return read
+
+
+def _resume_prompt(store: StoreOf) -> Callable[..., Awaitable[str]]:
+    async def resume_where_i_left_off(project: str, agent: str, feature: str | None = None) -> str:
+        """Pick up a project where the last session left it: the context pack (running
+        summary, decisions, failures, constraints), the newest save and the notes handed to
+        you."""
+        client = store()
+        try:
+            pack = await client.context_pack(project, feature_id=feature)
+            saves = await client.list_saves(project, limit=1)
+            handovers = await client.list_handovers(project, to_agent=agent, limit=10)
+        except (ContextStoreError, httpx.TransportError) as error:
+            # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
+            # rendering prompt" and a logged traceback.
+            raise MCPError(INVALID_PARAMS, str(error)) from None
+        lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
+        if saves.items:
+            save = saves.items[0]
+            lines += [
+                "",
+                f"The newest MDAN-AUTO save is {save.filename} (id {save.id}), in phase "
+                f"{save.current_phase}: read it with latest_mdan_save, or resume_mdan_save.",
+            ]
+        if handovers.items:
+            lines += ["", "## Handed over to you"]
+            lines += [
+                f"- {item.feature_id}: {item.note.get('message', '')} "
+                f"(from {item.note.get('from_agent')})"
+                for item in handovers.items
+            ]
+        return "\n".join(lines)
+
+    return resume_where_i_left_off
+
+
+def build_server(store: StoreOf) -> ContextStoreServer:
+    server = ContextStoreServer(store)
+    for tool, annotations in StoreTools(store).all():
+        server.add_tool(tool, annotations=annotations, structured_output=True)
+    for template in files.TEMPLATES:
+        server.resource(
+            template.uri_template,
+            name=template.name,
+            description=template.description,
+            mime_type=files.media_type(template.path),
+        )(_reader(store, template))
+    server.prompt()(_resume_prompt(store))
+    return server

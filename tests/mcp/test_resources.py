@@ -1,0 +1,119 @@
+"""Every file a project holds is an MCP resource whose contents are, byte for byte, what the REST
+export gives: the project's archive and the file's own route."""
+
+import base64
+import gzip
+import secrets
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp_types import (
+    BlobResourceContents,
+    PaginatedRequestParams,
+    Resource,
+    TextResourceContents,
+)
+
+from tests.helpers import python_indent2, seed_save, untar
+from tests.mcp_client import session
+from tests.platform.world import populate
+
+
+def _bytes(contents: TextResourceContents | BlobResourceContents) -> bytes:
+    if isinstance(contents, TextResourceContents):
+        return contents.text.encode()
+    return base64.b64decode(contents.blob)
+
+
+async def _every_resource(client: ClientSession) -> list[Resource]:
+    resources: list[Resource] = []
+    cursor: str | None = None
+    while True:
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await client.list_resources(params=params)
+        resources += page.resources
+        if page.next_cursor is None:
+            return resources
+        cursor = page.next_cursor
+
+
+def test_every_exported_file_is_a_resource_with_the_same_bytes(app, client, project):
+    populate(client, project)
+    second = f"{project}-2"
+    assert client.put(
+        f"/v1/projects/{second}/memory/running-summary", json={"content": "x"}
+    ).is_success
+    large = seed_save()  # over 1 MiB: stored, and archived, gzipped
+    large["context"]["conversation_history"][0]["content"] = secrets.token_hex(600_000)
+    stored = client.post(
+        f"/v1/projects/{second}/saves",
+        content=python_indent2(large),
+        headers={"Content-Type": "application/json"},
+    )
+    assert stored.status_code == 201, stored.text
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    archives = {
+        name: untar(client.get(f"/v1/projects/{name}/archive").content)
+        for name in (project, second)
+    }
+
+    async def read_all(mcp: ClientSession) -> dict[str, Any]:
+        listed = await _every_resource(mcp)
+        return {
+            str(resource.uri): (resource, (await mcp.read_resource(str(resource.uri))).contents)
+            for resource in listed
+        }
+
+    read = session(app, key, read_all)
+    # A gzipped save's resource is its JSON, as its route answers without gzip.
+    expected = {
+        f"context-store://{name}/{path.removesuffix('.gz')}": (
+            gzip.decompress(content) if path.endswith(".json.gz") else content
+        )
+        for name, files in archives.items()
+        for path, content in files.items()
+    }
+    assert set(read) == set(expected)
+    assert len(archives[project]) >= 10  # one of everything: saves, agents, runs, features, memory
+    assert any(path.endswith(".json.gz") for path in archives[second])  # a save kept gzipped
+    for uri, (resource, contents) in read.items():
+        assert len(contents) == 1 and _bytes(contents[0]) == expected[uri], uri
+        assert contents[0].mime_type == resource.mime_type, uri
+
+
+def test_the_templates_name_every_kind_of_file(app, client):
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+
+    async def templates(mcp: ClientSession) -> list[str]:
+        return [t.uri_template for t in (await mcp.list_resource_templates()).resource_templates]
+
+    listed = session(app, key, templates)
+    assert "context-store://{project}/features/{feature}/context.json" in listed
+    assert "context-store://{project}/.atari/state.json" in listed
+    assert "context-store://{project}/memory/agents/{agent}/working_context_snapshot.json" in listed
+    assert "context-store://{project}/.autonomous/context/key-decisions.json" in listed
+    assert "context-store://{project}/mdan/{save}.json" in listed
+
+
+def test_a_resource_of_another_tenant_or_of_no_file_is_not_found(
+    app, client, other_client, project
+):
+    populate(client, project)
+    key = other_client.headers["Authorization"].removeprefix("Bearer ")
+    owner = client.headers["Authorization"].removeprefix("Bearer ")
+
+    async def read(mcp: ClientSession, uri: str) -> str:
+        try:
+            await mcp.read_resource(uri)
+        except Exception as error:  # the SDK raises the server's error
+            return str(error)
+        raise AssertionError(f"{uri} was read")
+
+    stolen = session(
+        app, key, lambda mcp: read(mcp, f"context-store://{project}/.atari/state.json")
+    )
+    assert "404" in stolen
+    nothing = session(
+        app, owner, lambda mcp: read(mcp, f"context-store://{project}/features/none/context.json")
+    )
+    assert "404" in nothing
