@@ -142,7 +142,12 @@ def test_the_commands_against_a_running_server(tmp_path):
     environment.pop("CONTEXT_STORE_KEY", None)
     run = {"env": environment, "capture_output": True, "text": True, "timeout": 60}
     assert subprocess.run([*CLI, "migrate"], **run).returncode == 0
-    server = subprocess.Popen([*CLI, "serve"], env=environment, stderr=subprocess.PIPE)
+    # The server's log goes to a file (a pipe nobody reads could fill and stall it) and is
+    # shown when a command fails: an intermittent 500 from `push` under heavy load was seen
+    # once, without its traceback.
+    server_log = tmp_path / "server.log"
+    with server_log.open("wb") as log:
+        server = subprocess.Popen([*CLI, "serve"], env=environment, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{environment['CONTEXT_STORE_PORT']}"
     environment["CONTEXT_STORE_URL"] = base
     try:
@@ -158,11 +163,11 @@ def test_the_commands_against_a_running_server(tmp_path):
         files = workspace_files()
         _write_workspace(tmp_path / "src", files)
         pushed = subprocess.run([*CLI, "push", str(tmp_path / "src"), "--project", "demo"], **run)
-        assert pushed.returncode == 0, pushed.stderr
+        assert pushed.returncode == 0, pushed.stderr + server_log.read_text()[-20_000:]
         imported = [line for line in pushed.stdout.splitlines() if line.startswith("imported ")]
         assert len(imported) == len(files)
         pulled = subprocess.run([*CLI, "pull", str(tmp_path / "dst"), "--project", "demo"], **run)
-        assert pulled.returncode == 0, pulled.stderr
+        assert pulled.returncode == 0, pulled.stderr + server_log.read_text()[-20_000:]
         assert _files_under(tmp_path / "dst") == files
 
         (tmp_path / "bad" / "features" / "x").mkdir(parents=True)
