@@ -114,6 +114,8 @@ class Seeder:
             "project_id": self.project_id,
             "kind": kind,
             "item_id": columns.item_id,
+            # The number of its id (dec-0000007: 7), as the service indexes it.
+            "id_number": number,
             "position": number,
             "feature_id": columns.feature_id,
             "category": columns.category,
