@@ -103,6 +103,6 @@ def install_mcp(app: FastAPI, settings: Settings) -> None:
         timeout=None,
     )
     server = build_server(lambda: AsyncContextStoreClient(http=http))
-    app.router.routes.append(
-        McpRoute(PATH, McpEndpoint(server, settings), methods=["GET", "POST", "DELETE"])
-    )
+    # POST only: a stateless server has no stream of its own messages to GET (the SDK would
+    # hold such a GET open, idle, for as long as the client keeps it) and no session to DELETE.
+    app.router.routes.append(McpRoute(PATH, McpEndpoint(server, settings), methods=["POST"]))

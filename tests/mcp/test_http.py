@@ -110,3 +110,14 @@ def test_bad_arguments_are_tool_errors_never_a_500(app, client, project, caplog)
     failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not failures, [r.getMessage() for r in failures]
     assert not [r for r in caplog.records if getattr(r, "status", 0) >= 500]
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH"])
+def test_mcp_takes_post_only(app, tenant, method):
+    """A stateless server has no stream to GET (the SDK held such a GET open, idle, forever)
+    and no session to DELETE: 405, as any route answers a method it does not take."""
+    client = TestClient(app, base_url=BASE_URL)
+    headers = HEADERS | {"Authorization": f"Bearer {create_key(app, tenant)}"}
+    response = client.request(method, "/mcp", headers=headers)
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "POST"
