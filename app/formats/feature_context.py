@@ -307,8 +307,3 @@ def handover(position: int, note: dict[str, Any]) -> Handover:
 def handovers(document: dict[str, Any]) -> list[Handover]:
     history = document.get("handover_notes", {}).get("history", [])
     return [handover(position, note) for position, note in enumerate(history)]
-
-
-def note_bytes(note: dict[str, Any]) -> bytes:
-    """A handover note on its own, compact, for the index (read back with ``jsondoc.load``)."""
-    return json.dumps(note, separators=(",", ":")).encode("ascii")

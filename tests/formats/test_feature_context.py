@@ -112,7 +112,7 @@ def test_handovers_are_read_for_the_index():
         (1, "sdd-architect", "sdd-pe"),
     ]
     assert handovers[1].timestamp == datetime(2026, 3, 1, 9, 14, 27, tzinfo=UTC)
-    assert json.loads(feature_context.note_bytes(handovers[1].note)) == handovers[1].note
+    assert json.loads(feature_context.note_part(handovers[1].note)) == handovers[1].note
 
 
 def test_render_is_json_dumps_indent_2():
