@@ -80,7 +80,10 @@ def changed_parts_columns(
         first = row.size_bytes == len(row.content)
         grown = parts.size_change(head.content, head.at, member, replaced=replaced, first=first)
     change = hashlib.blake2b(digest_size=16)
-    for piece in (row.etag.encode("ascii"), head.content, *([] if member is None else [member])):
+    # ``replaced`` too: the change is which member became which (members are unique in their
+    # collection: one history entry per bead).
+    changed = [piece for piece in (member, replaced) if piece is not None]
+    for piece in (row.etag.encode("ascii"), head.content, *changed):
         change.update(len(piece).to_bytes(8, "big"))
         change.update(piece)
     return {
