@@ -68,7 +68,7 @@ SOAK ?= 10
 SOAK_TESTS := tests/platform/test_fuzz.py tests/platform/test_crash_safety.py \
 	tests/platform/test_concurrency.py tests/platform/test_stalled_downloads.py \
 	tests/platform/test_archive_import_load.py \
-	tests/saves/test_redaction_properties.py
+	tests/saves/test_redaction_properties.py tests/saves/test_redaction.py
 
 soak: install
 	CONTEXT_STORE_SOAK=$(SOAK) $(BIN)/pytest -n $(PYTEST_WORKERS) $(SOAK_TESTS) $(PYTEST_ARGS)
