@@ -160,7 +160,7 @@ class Settings(BaseSettings):
         origins are set; not on another address without them, where the server is reached by
         names only its deployment knows and every request carries its key itself."""
         hosts = [host.strip() for host in self.mcp_allowed_hosts.split(",") if host.strip()]
-        origins = [origin.strip() for origin in self.mcp_allowed_origins.split(",") if origin]
+        origins = [item.strip() for item in self.mcp_allowed_origins.split(",") if item.strip()]
         if not (is_loopback(self.host) or hosts or origins):
             return None
         loopback = ["127.0.0.1", "localhost", "[::1]"]

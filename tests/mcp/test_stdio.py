@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import TextResourceContents
 
 from tests.helpers import untar
-from tests.mcp.test_tools import CHECKS, trip_the_breaker
+from tests.mcp.answers import CHECKS, trip_the_breaker
 from tests.platform.servers import COMMAND, create_key_in, running
 from tests.platform.world import populate, tool_calls
 
