@@ -29,6 +29,7 @@ from app.core.logs import RequestRecordMiddleware
 from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.problem_docs import document_problems
+from app.core.rebinding import RebindingGuardMiddleware
 from app.core.redaction import RedactionMiddleware
 from app.core.sending import SendTimeoutMiddleware
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
@@ -142,6 +143,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RedactionMiddleware, enabled=settings.redact)
     # Outside everything that shapes the body: it slices what is finally sent.
     app.add_middleware(SendTimeoutMiddleware, timeout=settings.send_timeout_seconds)
+    allowed_callers = settings.allowed_callers
+    if settings.auth is AuthMode.off and allowed_callers is not None:
+        # No key guards the store: a page that rebinds its name to this address is refused
+        # before anything reads its request (logged and counted by the layer outside).
+        app.add_middleware(RebindingGuardMiddleware, allowed=allowed_callers)
     # Outermost: the request id is set before anything else runs, and every request is logged
     # and counted.
     app.add_middleware(RequestRecordMiddleware, metrics=metrics)

@@ -10,6 +10,9 @@ from typing import Any
 import httpx
 
 GOLDEN = Path(__file__).parent / "formats" / "golden"
+# Where a test reaches an app with AUTH=off: it answers loopback names only
+# (app/core/rebinding.py).
+LOOPBACK = "http://127.0.0.1:8000"
 
 # How many times over the reliability tests run their generated cases and their load:
 # 1 in the suite, more under `make soak`.

@@ -12,6 +12,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
+from app.core.rebinding import AllowedCallers
+
 MIB = 1024 * 1024
 MIN_FINGERPRINT_KEY_CHARS = 32
 
@@ -97,11 +99,11 @@ class Settings(BaseSettings):
     # A client that accepts no byte of a response for this long is dropped (its export's
     # turn and memory are freed).
     send_timeout_seconds: float = Field(default=30.0, gt=0)
-    # /mcp's DNS-rebinding check (the MCP SDK's): Host values (`name:port`, `name:*` for any
-    # port) and Origin values (`http://name:port`) it answers besides the loopback ones,
-    # comma-separated. See mcp_transport_security.
-    mcp_allowed_hosts: str = ""
-    mcp_allowed_origins: str = ""
+    # The DNS-rebinding check (app/core/rebinding.py): Host values (`name:port`, `name:*` for
+    # any port) and Origin values (`http://name:port`) the server answers besides its own
+    # address and the loopback names, comma-separated.
+    allowed_hosts: str = ""
+    allowed_origins: str = ""
 
     @field_validator("database_url")
     @classmethod
@@ -152,23 +154,27 @@ class Settings(BaseSettings):
         return self
 
     @cached_property
-    def mcp_allowed(self) -> tuple[list[str], list[str]] | None:
-        """The Host and Origin values /mcp answers, or None to check neither.
+    def allowed_callers(self) -> AllowedCallers | None:
+        """The Host and Origin values requests may carry, or None to check neither.
 
         Checked when serving on a loopback address (where a page that rebinds its own name to
         127.0.0.1 would otherwise reach the server, and AUTH=off needs no key) or when hosts or
         origins are set; not on another address without them, where the server is reached by
         names only its deployment knows and every request carries its key itself."""
-        hosts = [host.strip() for host in self.mcp_allowed_hosts.split(",") if host.strip()]
-        origins = [item.strip() for item in self.mcp_allowed_origins.split(",") if item.strip()]
+        hosts = [host.strip() for host in self.allowed_hosts.split(",") if host.strip()]
+        origins = [item.strip() for item in self.allowed_origins.split(",") if item.strip()]
         if not (is_loopback(self.host) or hosts or origins):
             return None
-        loopback = ["127.0.0.1", "localhost", "[::1]"]
-        return (
-            [f"{name}:*" for name in loopback] + loopback + hosts,
-            [f"http://{name}:*" for name in loopback]
-            + [f"http://{name}" for name in loopback]
-            + [origin.strip() for origin in origins],
+        # This server's own address (bracketed when IPv6, as a Host header writes it).
+        own = f"[{self.host}]" if ":" in self.host else self.host
+        names = list(dict.fromkeys(["127.0.0.1", "localhost", "[::1]", own]))
+        return AllowedCallers(
+            hosts=(*names, *(f"{name}:*" for name in names), *hosts),
+            origins=(
+                *(f"http://{name}" for name in names),
+                *(f"http://{name}:*" for name in names),
+                *origins,
+            ),
         )
 
     @cached_property

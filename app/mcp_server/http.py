@@ -34,12 +34,13 @@ async def _as_caller(request: httpx.Request) -> None:
 
 
 def _transport_security(settings: Settings) -> TransportSecuritySettings:
-    allowed = settings.mcp_allowed
+    allowed = settings.allowed_callers
     if allowed is None:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    hosts, origins = allowed
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(allowed.hosts),
+        allowed_origins=list(allowed.origins),
     )
 
 

@@ -58,8 +58,8 @@ def test_the_hosts_and_origins_come_from_the_settings(database_url, tenant):
     settings = make_settings(
         database_url,
         host="0.0.0.0",
-        mcp_allowed_hosts="store.internal:8000",
-        mcp_allowed_origins="https://ide.example",
+        allowed_hosts="store.internal:8000",
+        allowed_origins="https://ide.example",
     )
     app = create_app(settings)
     with TestClient(app):

@@ -14,7 +14,7 @@ from app.keys import service as keys
 from app.keys.repository import ApiKeyRepository
 from app.main import create_app
 from tests.conftest import client_for, create_key, make_settings
-from tests.helpers import assert_problem, import_save, seed_save
+from tests.helpers import LOOPBACK, assert_problem, import_save, seed_save
 from tests.platform.world import api_routes, populate, readable_state, send
 
 
@@ -131,10 +131,7 @@ def test_unknown_scope_is_a_422(client):
 def test_auth_off_acts_as_the_default_tenant(database_url):
     from fastapi.testclient import TestClient
 
-    from app.main import create_app
-
-    app = create_app(Settings(database_url=database_url, auth=AuthMode.off))
-    with TestClient(app) as anonymous:
+    with TestClient(_auth_off(database_url), base_url=LOOPBACK) as anonymous:
         assert anonymous.get("/v1/projects").status_code == 200
         project = "auth-off-" + __import__("secrets").token_hex(4)
         assert import_save(anonymous, project, seed_save()).status_code == 201
@@ -142,6 +139,74 @@ def test_auth_off_acts_as_the_default_tenant(database_url):
             p["name"] for p in anonymous.get("/v1/projects", params={"limit": 500}).json()["items"]
         ]
         assert project in names
+
+
+def _auth_off(database_url: str, **settings: object) -> FastAPI:
+    return create_app(make_settings(database_url, auth=AuthMode.off, **settings))
+
+
+def _decision(project: str) -> tuple[str, dict[str, str]]:
+    return f"/v1/projects/{project}/memory/decisions", {"id": "dec-1", "decision": "x"}
+
+
+@pytest.mark.parametrize(
+    ("base_url", "headers", "status"),
+    [
+        # A page that pointed its own name at 127.0.0.1: its browser sends that name.
+        ("http://attacker.example", {}, 421),
+        ("http://attacker.example:8000", {"Origin": "http://attacker.example:8000"}, 421),
+        ("http://127.0.0.1.attacker.example:8000", {}, 421),
+        # A page on another site posting to the loopback address.
+        (LOOPBACK, {"Origin": "http://attacker.example"}, 403),
+        (LOOPBACK, {"Origin": "http://127.0.0.1.attacker.example"}, 403),
+        (LOOPBACK, {"Origin": "null"}, 403),
+    ],
+)
+def test_auth_off_refuses_a_rebound_host_or_a_foreign_origin(
+    database_url, base_url, headers, status
+):
+    """With no key to stop it, a browser page could otherwise read and write the whole store."""
+    project = "rebound-" + secrets.token_hex(4)
+    path, body = _decision(project)
+    with TestClient(_auth_off(database_url), base_url=base_url) as page:
+        assert_problem(page.post(path, json=body, headers=headers), status)
+        assert_problem(page.get("/v1/projects", headers=headers), status)
+    with TestClient(_auth_off(database_url), base_url=LOOPBACK) as local:
+        assert_problem(local.get(path), 404)  # nothing was written: not even the project
+
+
+@pytest.mark.parametrize(
+    ("base_url", "headers"),
+    [
+        (LOOPBACK, {}),
+        ("http://localhost:8000", {"Origin": "http://localhost:8000"}),  # Swagger UI's calls
+        ("http://[::1]:8000", {}),
+        ("http://127.0.0.1", {"Origin": "http://127.0.0.1"}),
+    ],
+)
+def test_auth_off_answers_the_loopback_names(database_url, base_url, headers):
+    with TestClient(_auth_off(database_url), base_url=base_url) as local:
+        assert local.get("/v1/projects", headers=headers).status_code == 200
+
+
+def test_the_allowed_hosts_and_origins_extend_the_loopback_names(database_url):
+    app = _auth_off(
+        database_url, allowed_hosts="store.local:*", allowed_origins="https://ide.example"
+    )
+    with TestClient(app, base_url="http://store.local:9000") as named:
+        assert (
+            named.get("/v1/projects", headers={"Origin": "https://ide.example"}).status_code == 200
+        )
+        assert_problem(named.get("/v1/projects", headers={"Origin": "https://x.example"}), 403)
+    with TestClient(app, base_url="http://store.local") as portless:  # `name:*` needs a port
+        assert_problem(portless.get("/v1/projects"), 421)
+
+
+def test_with_auth_on_a_foreign_host_meets_the_key_check(client):
+    """The rebinding check is for AUTH=off: with auth on, a page holds no key."""
+    assert (
+        client.get("/v1/projects", headers={"Origin": "http://attacker.example"}).status_code == 200
+    )
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.4", "example.org", "::"])

@@ -15,7 +15,7 @@ from app.core.db import DB_POOL_MARGIN
 from app.core.migrations import alembic_config, head_revision, upgrade
 from app.main import create_app
 from tests.conftest import make_settings
-from tests.helpers import assert_problem, import_save, seed_save
+from tests.helpers import LOOPBACK, assert_problem, import_save, seed_save
 from tests.platform.world import World, api_routes, send
 
 
@@ -51,7 +51,7 @@ def test_every_route_on_an_unmigrated_database_answers_503_naming_migrate(backen
     """Each route's own queries (auth off, so that no key lookup answers first)."""
     app = create_app(make_settings(backend.new_database_url(), auth=AuthMode.off))
     world = World(project="demo", save_id=1, key_id="0123456789abcdef")
-    with TestClient(app) as unmigrated:
+    with TestClient(app, base_url=LOOPBACK) as unmigrated:
         for route in api_routes(app):
             response = send(unmigrated, world, route)
             assert response.status_code == 503, (route, response.text)
@@ -72,7 +72,7 @@ def test_a_table_missing_from_a_migrated_database_is_a_server_error_not_a_migrat
     with engine.begin() as connection:
         connection.execute(text("DROP TABLE feature_handovers"))
     engine.dispose()
-    with TestClient(create_app(make_settings(url, auth=AuthMode.off))) as broken:
+    with TestClient(create_app(make_settings(url, auth=AuthMode.off)), base_url=LOOPBACK) as broken:
         created = broken.post("/v1/projects/demo/features", json={"feature_id": "f"})
         assert created.status_code == 201, created.text
         response = broken.get("/v1/projects/demo/handovers")
@@ -85,7 +85,7 @@ def test_a_database_one_migration_behind_answers_503_naming_migrate(backend):
     behind_by_one = script.get_revision(head_revision()).down_revision
     assert isinstance(behind_by_one, str)
     upgrade(url, behind_by_one)
-    with TestClient(create_app(make_settings(url, auth=AuthMode.off))) as behind:
+    with TestClient(create_app(make_settings(url, auth=AuthMode.off)), base_url=LOOPBACK) as behind:
         # A write to each table a recent migration changed (saves: 0011, run states: 0012):
         # one that touches what the head migration changed names it; the others may succeed.
         responses = [
