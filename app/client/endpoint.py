@@ -3,16 +3,28 @@ into a method of both clients: it returns the parsed result on ``ContextStoreCli
 awaitable of it on ``AsyncContextStoreClient``."""
 
 import functools
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from app.client.calls import Call
 
-if TYPE_CHECKING:
-    from app.client.client import AsyncContextStoreClient, ContextStoreClient
-
 P = ParamSpec("P")
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+# What each client is to its routes, by the shape of its ``execute``: so that this module, which
+# the clients' routes are built with, does not import the clients (app/client/client.py).
+class SendsLater(Protocol):
+    """``AsyncContextStoreClient``: a route's method returns an awaitable of its result."""
+
+    def execute(self, call: Call[R]) -> Coroutine[Any, Any, R]: ...
+
+
+class SendsNow(Protocol):
+    """``ContextStoreClient``: a route's method returns its result."""
+
+    def execute(self, call: Call[R]) -> R: ...
 
 
 class Endpoint(Generic[P, T]):
@@ -26,12 +38,10 @@ class Endpoint(Generic[P, T]):
     def __get__(self, instance: None, owner: type) -> "Endpoint[P, T]": ...
 
     @overload
-    def __get__(
-        self, instance: "AsyncContextStoreClient", owner: type
-    ) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, instance: SendsLater, owner: type) -> Callable[P, Awaitable[T]]: ...
 
     @overload
-    def __get__(self, instance: "ContextStoreClient", owner: type) -> Callable[P, T]: ...
+    def __get__(self, instance: SendsNow, owner: type) -> Callable[P, T]: ...
 
     def __get__(self, instance: Any, owner: type) -> Any:
         if instance is None:
