@@ -4,6 +4,7 @@ import ipaddress
 import os
 import secrets
 import tempfile
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
@@ -12,10 +13,17 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
 
-from app.core.rebinding import AllowedCallers
-
 MIB = 1024 * 1024
 MIN_FINGERPRINT_KEY_CHARS = 32
+
+
+@dataclass(frozen=True)
+class AllowedCallers:
+    """The ``Host`` values a request may name and the ``Origin`` values a browser request may
+    come from (``name:*``: any port), against DNS rebinding (app/core/rebinding.py)."""
+
+    hosts: tuple[str, ...]
+    origins: tuple[str, ...]
 
 
 class AuthMode(StrEnum):

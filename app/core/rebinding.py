@@ -8,11 +8,10 @@ CONTEXT_STORE_AUTH=off no key stops such a request, so every route checks both h
 values (app/mcp_server/http.py). With auth on, a page holds no key: every route answers it 401.
 """
 
-from dataclasses import dataclass
-
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from app.core.config import AllowedCallers
 from app.core.errors import Forbidden, Problem, problem_response
 
 
@@ -28,28 +27,23 @@ def _matches(value: str, allowed: tuple[str, ...]) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class AllowedCallers:
-    """The ``Host`` values a request may name, and the ``Origin`` values a browser request may
-    come from (a request without ``Origin`` is not a browser's cross-site one)."""
-
-    hosts: tuple[str, ...]
-    origins: tuple[str, ...]
-
-    def refusal(self, headers: Headers) -> Problem | None:
-        host = headers.get("host", "")
-        if not _matches(host, self.hosts):
-            return MisdirectedRequest(
-                f"This server does not answer for the host {host!r}: set "
-                "CONTEXT_STORE_ALLOWED_HOSTS to the names clients reach it by."
-            )
-        origin = headers.get("origin")
-        if origin is not None and not _matches(origin, self.origins):
-            return Forbidden(
-                f"Requests from the origin {origin!r} are refused: set "
-                "CONTEXT_STORE_ALLOWED_ORIGINS to the pages that may call this server."
-            )
-        return None
+def refusal(allowed: AllowedCallers, headers: Headers) -> Problem | None:
+    """The problem a request that names a host, or comes from a browser origin, outside
+    ``allowed`` gets; None for a request they allow (one without ``Origin`` is not a browser's
+    cross-site one)."""
+    host = headers.get("host", "")
+    if not _matches(host, allowed.hosts):
+        return MisdirectedRequest(
+            f"This server does not answer for the host {host!r}: set "
+            "CONTEXT_STORE_ALLOWED_HOSTS to the names clients reach it by."
+        )
+    origin = headers.get("origin")
+    if origin is not None and not _matches(origin, allowed.origins):
+        return Forbidden(
+            f"Requests from the origin {origin!r} are refused: set "
+            "CONTEXT_STORE_ALLOWED_ORIGINS to the pages that may call this server."
+        )
+    return None
 
 
 class RebindingGuardMiddleware:
@@ -62,7 +56,7 @@ class RebindingGuardMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            problem = self.allowed.refusal(Headers(scope=scope))
+            problem = refusal(self.allowed, Headers(scope=scope))
             if problem is not None:
                 await problem_response(problem)(scope, receive, send)
                 return
