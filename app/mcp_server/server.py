@@ -10,16 +10,18 @@ import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
+    CallToolResult,
     GetPromptResult,
     InputRequiredResult,
     ListResourcesResult,
     PaginatedRequestParams,
     Resource,
 )
+from pydantic import ValidationError
 
 from app import __version__
 from app.client import ContextStoreError
@@ -75,6 +77,27 @@ class ContextStoreServer(MCPServer):
         except httpx.TransportError as error:
             raise ResourceError(str(error)) from None
         return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[Any, Any] | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Rejected arguments are named, their values not repeated: the SDK's error text is
+        pydantic's, which quotes each value (a key pasted into the wrong argument, echoed)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            invalid = error.__cause__
+            if not isinstance(invalid, ValidationError):
+                raise
+            lines = [f"Error executing tool {name}: invalid arguments"]
+            lines += [
+                f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                for item in invalid.errors(include_input=False, include_url=False)
+            ]
+            raise ToolError("\n".join(lines)) from invalid
 
     async def get_prompt(
         self,

@@ -151,3 +151,25 @@ def test_two_tenants_at_once_each_see_only_their_own(app, client, other_client):
     anyio.run(both)
     assert seen[mine] == [{mine}] * 10
     assert seen[theirs] == [{theirs}] * 10
+
+
+SECRET = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("list_projects", {"limit": SECRET}),
+        ("latest_mdan_save", {"project": f"{SECRET}/x"}),
+        ("search_memory", {"project": "p", "kind": SECRET}),
+        ("end_iteration", {"project": "p", "run": "r", "bead_id": "b", "outcome": SECRET}),
+    ],
+)
+def test_a_rejected_argument_is_not_echoed(app, client, name, arguments):
+    """A key pasted into the wrong argument: the error names the argument, not its value."""
+    answer = _post(app, key_of(client), "tools/call", {"name": name, "arguments": arguments})
+    result = answer["result"]
+    assert result["isError"], answer
+    text = result["content"][0]["text"]
+    assert "Zq7Wk2" not in text, text
+    assert next(iter(arguments.keys() - {"project", "run", "bead_id"}), "project") in text, text
