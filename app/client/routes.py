@@ -48,8 +48,15 @@ MemoryFileName = Literal[
 Style = Literal["camel", "snake"]
 
 
+def _segment(name: str) -> str:
+    """A name as one path segment: escaped, so that no name is another path or a query, and a
+    name of dots is not a step up (the URL's dot segments would be resolved away)."""
+    escaped = quote(name, safe="")
+    return escaped.replace(".", "%2E") if not escaped.strip(".") else escaped
+
+
 def _project(project: str) -> str:
-    return f"/v1/projects/{project}"
+    return f"/v1/projects/{_segment(project)}"
 
 
 def _conditions(
@@ -193,7 +200,7 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[SnapshotReceipt]:
-        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
         return Call(
             "PUT",
             path,
@@ -205,14 +212,14 @@ class Routes:
     def get_snapshot(
         self, project: str, agent: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
         return _download(path, if_none_match)
 
     @endpoint
     def delete_snapshot(
         self, project: str, agent: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/agents/{agent}/working-context-snapshot"
+        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     @endpoint
@@ -226,7 +233,7 @@ class Routes:
         idempotency_key: str | None = None,
     ) -> Call[AppendReceipt]:
         """``items``: a list of items, or JSONL bytes (one item a line)."""
-        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
         headers = {"Idempotency-Key": idempotency_key}
         if isinstance(items, bytes):
             body = _body(items, NDJSON_MEDIA_TYPE, **headers)
@@ -243,7 +250,7 @@ class Routes:
         cursor: str | None = None,
         limit: int | None = None,
     ) -> Call[Page[dict[str, Any]]]:
-        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
         params = {"cursor": cursor, "limit": limit}
         return Call("GET", path, model(Page[dict[str, Any]]), params=params)
 
@@ -252,7 +259,7 @@ class Routes:
         self, project: str, agent: str, memory: MemoryFile, *, if_none_match: str | None = None
     ) -> Call[Document]:
         """The whole JSONL file, as autobyteus writes it."""
-        path = f"{_project(project)}/agents/{agent}/memory/{MemoryFile(memory).value}"
+        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
         return _download(path, if_none_match, accept=NDJSON_MEDIA_TYPE)
 
     @endpoint
@@ -275,7 +282,7 @@ class Routes:
             "raw_tail_turns": raw_tail_turns,
         }
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/agents/{agent}/restore"
+        path = f"{_project(project)}/agents/{_segment(agent)}/restore"
         return Call("POST", path, model(RestoreResult), json=body, headers=headers)
 
     # Runs (atari).
@@ -297,7 +304,7 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[StateReceipt]:
-        path = f"{_project(project)}/runs/{run}/state"
+        path = f"{_project(project)}/runs/{_segment(run)}/state"
         body = _body(content, **_conditions(if_match, if_none_match))
         return Call("PUT", path, model(StateReceipt), **body)
 
@@ -305,20 +312,20 @@ class Routes:
     def export_state(
         self, project: str, run: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/runs/{run}/state", if_none_match)
+        return _download(f"{_project(project)}/runs/{_segment(run)}/state", if_none_match)
 
     @endpoint
     def export_backup(
         self, project: str, run: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/runs/{run}/state/backup", if_none_match)
+        return _download(f"{_project(project)}/runs/{_segment(run)}/state/backup", if_none_match)
 
     @endpoint
     def load_state(
         self, project: str, run: str, content: bytes, *, idempotency_key: str | None = None
     ) -> Call[LoadResult]:
         """atari's own load of a file from disk: any bytes."""
-        path = f"{_project(project)}/runs/{run}/state:load"
+        path = f"{_project(project)}/runs/{_segment(run)}/state:load"
         body = _body(content, "application/octet-stream", **{"Idempotency-Key": idempotency_key})
         return Call("POST", path, model(LoadResult), **body)
 
@@ -338,7 +345,7 @@ class Routes:
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
         return Call(
             "POST",
-            f"{_project(project)}/runs/{run}/iterations",
+            f"{_project(project)}/runs/{_segment(run)}/iterations",
             model(IterationResult),
             json={name: value for name, value in body.items() if value is not None},
             headers=headers,
@@ -370,7 +377,7 @@ class Routes:
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
         return Call(
             "POST",
-            f"{_project(project)}/runs/{run}/iterations/end",
+            f"{_project(project)}/runs/{_segment(run)}/iterations/end",
             model(IterationResult),
             json={name: value for name, value in body.items() if value is not None},
             headers=headers,
@@ -381,12 +388,12 @@ class Routes:
         self, project: str, run: str, changes: dict[str, Any], *, if_match: str | None = None
     ) -> Call[RunSummary]:
         """``changes``: the fields to set; None or "" clears an optional one."""
-        path = f"{_project(project)}/runs/{run}/state"
+        path = f"{_project(project)}/runs/{_segment(run)}/state"
         return Call("PATCH", path, model(RunSummary), json=changes, headers=_conditions(if_match))
 
     @endpoint
     def delete_run(self, project: str, run: str, *, if_match: str | None = None) -> Call[None]:
-        path = f"{_project(project)}/runs/{run}"
+        path = f"{_project(project)}/runs/{_segment(run)}"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     # Feature contexts and handovers (sdd-unified).
@@ -427,7 +434,7 @@ class Routes:
     def export_context(
         self, project: str, feature: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/features/{feature}/context", if_none_match)
+        return _download(f"{_project(project)}/features/{_segment(feature)}/context", if_none_match)
 
     @endpoint
     def put_context(
@@ -439,7 +446,7 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[FeatureSummary]:
-        path = f"{_project(project)}/features/{feature}/context"
+        path = f"{_project(project)}/features/{_segment(feature)}/context"
         body = _body(content, **_conditions(if_match, if_none_match))
         return Call("PUT", path, model(FeatureSummary), **body)
 
@@ -448,7 +455,7 @@ class Routes:
         self, project: str, feature: str, patch: dict[str, Any], *, if_match: str | None = None
     ) -> Call[Document]:
         """A JSON merge patch (RFC 7396); returns the new ``context.json``."""
-        path = f"{_project(project)}/features/{feature}/context"
+        path = f"{_project(project)}/features/{_segment(feature)}/context"
         headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
         return Call("PATCH", path, document, json=patch, headers=headers)
 
@@ -456,14 +463,16 @@ class Routes:
     def delete_context(
         self, project: str, feature: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/features/{feature}/context"
+        path = f"{_project(project)}/features/{_segment(feature)}/context"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     @endpoint
     def export_workflow(
         self, project: str, feature: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/features/{feature}/workflow", if_none_match)
+        return _download(
+            f"{_project(project)}/features/{_segment(feature)}/workflow", if_none_match
+        )
 
     @endpoint
     def put_workflow(
@@ -475,7 +484,7 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[WorkflowSummary]:
-        path = f"{_project(project)}/features/{feature}/workflow"
+        path = f"{_project(project)}/features/{_segment(feature)}/workflow"
         body = _body(content, **_conditions(if_match, if_none_match))
         return Call("PUT", path, model(WorkflowSummary), **body)
 
@@ -483,7 +492,7 @@ class Routes:
     def delete_workflow(
         self, project: str, feature: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/features/{feature}/workflow"
+        path = f"{_project(project)}/features/{_segment(feature)}/workflow"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     @endpoint
@@ -499,7 +508,7 @@ class Routes:
         """``note``: from_agent, to_agent, task_completed, message, and optionally
         timestamp, critical_points, artifacts_created."""
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{feature}/handovers"
+        path = f"{_project(project)}/features/{_segment(feature)}/handovers"
         return Call("POST", path, model(HandoverAppended), json=note, headers=headers)
 
     @endpoint
@@ -545,7 +554,7 @@ class Routes:
             "issues_count": issues_count,
         }
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{feature}/reviews"
+        path = f"{_project(project)}/features/{_segment(feature)}/reviews"
         return Call("POST", path, model(BreakerChange), json=body, headers=headers)
 
     @endpoint
@@ -558,7 +567,7 @@ class Routes:
         idempotency_key: str | None = None,
     ) -> Call[BreakerChange]:
         headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{feature}/circuit-breaker:reset"
+        path = f"{_project(project)}/features/{_segment(feature)}/circuit-breaker:reset"
         return Call("POST", path, model(BreakerChange), headers=headers)
 
     # Project memory (Context Agent).
@@ -663,7 +672,7 @@ class Routes:
     def get_memory_item(
         self, project: str, kind: MemoryItemKind, item_id: str
     ) -> Call[MemoryItemPublic]:
-        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
         return Call("GET", path, model(MemoryItemPublic))
 
     @endpoint
@@ -676,7 +685,7 @@ class Routes:
         *,
         if_match: str | None = None,
     ) -> Call[MemoryItemPublic]:
-        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
         headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
         return Call("PATCH", path, model(MemoryItemPublic), json=patch, headers=headers)
 
@@ -684,7 +693,7 @@ class Routes:
     def delete_memory_item(
         self, project: str, kind: MemoryItemKind, item_id: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/memory/{kind}/{quote(item_id, safe='')}"
+        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
         return Call("DELETE", path, nothing, headers=_conditions(if_match))
 
     @endpoint
@@ -740,4 +749,4 @@ class Routes:
 
     @endpoint
     def revoke_key(self, key_id: str) -> Call[None]:
-        return Call("DELETE", f"/v1/admin/keys/{quote(key_id, safe='')}", nothing)
+        return Call("DELETE", f"/v1/admin/keys/{_segment(key_id)}", nothing)

@@ -20,11 +20,17 @@ class MisdirectedRequest(Problem):
 
 
 def _matches(value: str, allowed: tuple[str, ...]) -> bool:
-    """``value`` is one of ``allowed``, where ``name:*`` stands for ``name`` on any port (the
-    MCP SDK's own rule)."""
+    """``value`` is one of ``allowed``, where ``name:*`` stands for ``name`` on any port: a
+    number, not any text (the MCP SDK's own rule takes ``localhost:8000.evil.example``)."""
     return value in allowed or any(
-        pattern.endswith(":*") and value.startswith(pattern[:-1]) for pattern in allowed
+        pattern.endswith(":*") and _is_port(value.removeprefix(pattern[:-1]))
+        for pattern in allowed
+        if value.startswith(pattern[:-1])
     )
+
+
+def _is_port(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def refusal(allowed: AllowedCallers, headers: Headers) -> Problem | None:

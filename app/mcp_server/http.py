@@ -23,8 +23,10 @@ from app.core.deps import authenticated
 from app.mcp_server.server import ContextStoreServer, build_server
 
 PATH = "/mcp"
-# What a tool's request carries of the caller's: who it is, and the id its logs go under.
-FORWARDED_HEADERS = ("authorization", "x-api-key", "x-request-id")
+# What a tool's request carries of the caller's: who it is, the host it named (which the
+# DNS-rebinding check already answered: with AUTH=off the tool's request meets it too) and the
+# id its logs go under.
+FORWARDED_HEADERS = ("authorization", "x-api-key", "host", "x-request-id")
 
 _caller: ContextVar[dict[str, str]] = ContextVar("mcp_caller")
 

@@ -9,9 +9,19 @@ from typing import Any
 import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, ListResourcesResult, PaginatedRequestParams, Resource
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    Resource,
+)
+from pydantic import ValidationError
 
 from app import __version__
 from app.client import ContextStoreError
@@ -62,9 +72,49 @@ class ContextStoreServer(MCPServer):
                 for project in projects.items
                 for path in await files.paths(store, project.name)
             ]
-        except (ContextStoreError, httpx.TransportError) as error:
+        except ContextStoreError as error:  # the caller's cursor or key: its params
+            raise MCPError(INVALID_PARAMS, str(error)) from None
+        except httpx.TransportError as error:
             raise ResourceError(str(error)) from None
         return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        context: Context[Any, Any] | None = None,
+    ) -> CallToolResult | InputRequiredResult:
+        """Rejected arguments are named, their values not repeated: the SDK's error text is
+        pydantic's, which quotes each value (a key pasted into the wrong argument, echoed)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            invalid = error.__cause__
+            if not isinstance(invalid, ValidationError):
+                raise
+            lines = [f"Error executing tool {name}: invalid arguments"]
+            lines += [
+                f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+                for item in invalid.errors(include_input=False, include_url=False)
+            ]
+            raise ToolError("\n".join(lines)) from invalid
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        context: Context[Any, Any] | None = None,
+    ) -> GetPromptResult | InputRequiredResult:
+        """An unknown prompt or a missing argument is the caller's: an invalid-params error, not
+        the SDK's ValueError (logged with its traceback, answered with code 0)."""
+        prompt = next((prompt for prompt in await self.list_prompts() if prompt.name == name), None)
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        required = {argument.name for argument in prompt.arguments or [] if argument.required}
+        missing = sorted(required - set(arguments or {}))
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"Missing required arguments: {', '.join(missing)}")
+        return await super().get_prompt(name, arguments, context)
 
 
 def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable[str | bytes]]:

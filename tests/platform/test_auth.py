@@ -176,6 +176,33 @@ def test_auth_off_refuses_a_rebound_host_or_a_foreign_origin(
 
 
 @pytest.mark.parametrize(
+    "headers",
+    [
+        # `name:*` is the name on a port, a number: not a longer name that starts alike.
+        {"Host": "localhost:8000.attacker.example"},
+        {"Host": "127.0.0.1:8000@attacker.example"},
+        {"Host": "localhost:"},
+        {"Origin": "http://localhost:8000.attacker.example"},
+        {"Origin": "http://127.0.0.1:8000@attacker.example"},
+        {"Origin": "http://localhost:"},
+    ],
+)
+def test_auth_off_takes_any_port_of_a_loopback_name_but_no_longer_name(database_url, headers):
+    with TestClient(_auth_off(database_url), base_url=LOOPBACK) as page:
+        response = page.get("/v1/projects", headers=headers)
+        assert_problem(response, 421 if "Host" in headers else 403)
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/projects", "/docs", "/openapi.json", "/metrics", "/healthz", "/mcp", "/nowhere"]
+)
+def test_auth_off_checks_the_host_on_every_path(database_url, path):
+    with TestClient(_auth_off(database_url), base_url="http://attacker.example") as page:
+        assert_problem(page.get(path), 421)
+        assert_problem(page.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}), 421)
+
+
+@pytest.mark.parametrize(
     ("base_url", "headers"),
     [
         (LOOPBACK, {}),

@@ -1,0 +1,175 @@
+"""/mcp against a hostile caller: crafted names reach no other route, malformed requests are
+JSON-RPC errors (never a logged traceback), two tenants at once each act as themselves, and
+with AUTH=off the tools work on the loopback address the rebinding check answers."""
+
+import logging
+import secrets
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.config import AuthMode
+from app.main import create_app
+from tests.conftest import make_settings
+from tests.helpers import LOOPBACK
+from tests.mcp_client import BASE_URL, key_headers, key_of
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+INVALID_PARAMS = -32602
+DECISION = {"id": "dec-1", "decision": "x"}
+
+
+def _rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def _post(app, key: str | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    client = TestClient(app, base_url=BASE_URL)
+    response = client.post("/mcp", json=_rpc(method, params), headers=HEADERS | key_headers(key))
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+def _no_error_logged(caplog: pytest.LogCaptureFixture) -> None:
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not failures, [r.getMessage() for r in failures]
+
+
+def test_with_auth_off_the_tools_answer_on_the_loopback_address(database_url):
+    """The tools' own requests pass the rebinding check the caller's request passed."""
+    project = "auth-off-" + secrets.token_hex(4)
+    app = create_app(make_settings(database_url, auth=AuthMode.off))
+    with TestClient(app, base_url=LOOPBACK) as local:
+        decision = {"id": "dec-1", "decision": "x"}
+        response = local.post(f"/v1/projects/{project}/memory/decisions", json=decision)
+        assert response.status_code == 201, response.text
+        listed = _post(app, None, "tools/call", {"name": "list_projects", "arguments": {}})
+        assert not listed["result"].get("isError"), listed
+        names = [item["name"] for item in listed["result"]["structuredContent"]["items"]]
+        assert project in names
+        uri = f"context-store://{project}/.autonomous/context/key-decisions.json"
+        read = _post(app, None, "resources/read", {"uri": uri})
+        assert "dec-1" in read["result"]["contents"][0]["text"], read
+
+
+# A name that, put into a path unescaped, is another route or a query of this one.
+CRAFTED = ["../admin/keys?", "..", ".", "p?x=1", "p#x", "a/b", "p%2F..%2F..%2Fadmin%2Fkeys?"]
+
+
+@pytest.mark.parametrize("name", CRAFTED)
+def test_a_crafted_name_in_a_prompt_reaches_no_other_route(app, client, project, name, caplog):
+    """The prompt's arguments have no schema: the name goes into the path as one segment, and
+    the route refuses it (a 404 or a 422), never another route's answer."""
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=DECISION).is_success
+    caplog.set_level(logging.INFO)
+    for arguments in (
+        {"project": name, "agent": "a"},
+        {"project": project, "agent": "a", "feature": name},
+    ):
+        answer = _post(
+            app,
+            key_of(client),
+            "prompts/get",
+            {"name": "resume_where_i_left_off", "arguments": arguments},
+        )
+        error = answer["error"]
+        assert error["code"] == INVALID_PARAMS, answer
+        assert error["message"].startswith(("404 ", "422 ")), answer
+    requested = [getattr(r, "route", None) for r in caplog.records]
+    assert "/v1/admin/keys" not in requested
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "context-store://../.autonomous/context/key-decisions.json",
+        "context-store://./.autonomous/context/key-decisions.json",
+        "context-store://..%2Fadmin%2Fkeys%3F/.autonomous/context/key-decisions.json",
+        "context-store://{project}/features/../context.json",
+        "context-store://{project}/memory/agents/../working_context_snapshot.json",
+        "context-store://{project}/.atari/runs/../state.json",
+    ],
+)
+def test_a_crafted_resource_uri_reaches_no_other_route(app, client, project, uri, caplog):
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=DECISION).is_success
+    caplog.set_level(logging.INFO)
+    answer = _post(app, key_of(client), "resources/read", {"uri": uri.format(project=project)})
+    assert "error" in answer, answer
+    assert "/v1/admin/keys" not in [getattr(r, "route", None) for r in caplog.records]
+    _no_error_logged(caplog)
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("resources/list", {"cursor": "!not a cursor"}),
+        ("prompts/get", {"name": "resume_where_i_left_off", "arguments": {}}),
+        ("prompts/get", {"name": "resume_where_i_left_off", "arguments": {"agent": "a"}}),
+        ("prompts/get", {"name": "no_such_prompt", "arguments": {}}),
+    ],
+)
+def test_bad_params_are_an_invalid_params_error_never_a_traceback(
+    app, client, method, params, caplog
+):
+    caplog.set_level(logging.INFO)
+    answer = _post(app, key_of(client), method, params)
+    assert answer["error"]["code"] == INVALID_PARAMS, answer
+    _no_error_logged(caplog)
+
+
+def test_two_tenants_at_once_each_see_only_their_own(app, client, other_client):
+    """Each request's tools send its own caller's key, however the calls interleave."""
+    mine, theirs = "mine-" + secrets.token_hex(4), "theirs-" + secrets.token_hex(4)
+    for tenant, name in ((client, mine), (other_client, theirs)):
+        response = tenant.post(f"/v1/projects/{name}/memory/decisions", json=DECISION)
+        assert response.status_code == 201, response.text
+    seen: dict[str, list[set[str]]] = {mine: [], theirs: []}
+
+    async def call(key: str, own: str) -> None:
+        async with httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(app=app), base_url=BASE_URL
+        ) as http:
+            response = await http.post(
+                "/mcp",
+                json=_rpc("tools/call", {"name": "list_projects", "arguments": {}}),
+                headers=HEADERS | key_headers(key),
+            )
+        items = response.json()["result"]["structuredContent"]["items"]
+        seen[own].append({item["name"] for item in items})
+
+    async def both() -> None:
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(call, key_of(client), mine)
+                group.start_soon(call, key_of(other_client), theirs)
+
+    anyio.run(both)
+    assert seen[mine] == [{mine}] * 10
+    assert seen[theirs] == [{theirs}] * 10
+
+
+SECRET = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("list_projects", {"limit": SECRET}),
+        ("latest_mdan_save", {"project": f"{SECRET}/x"}),
+        ("search_memory", {"project": "p", "kind": SECRET}),
+        ("end_iteration", {"project": "p", "run": "r", "bead_id": "b", "outcome": SECRET}),
+    ],
+)
+def test_a_rejected_argument_is_not_echoed(app, client, name, arguments):
+    """A key pasted into the wrong argument: the error names the argument, not its value."""
+    answer = _post(app, key_of(client), "tools/call", {"name": name, "arguments": arguments})
+    result = answer["result"]
+    assert result["isError"], answer
+    text = result["content"][0]["text"]
+    assert "Zq7Wk2" not in text, text
+    assert next(iter(arguments.keys() - {"project", "run", "bead_id"}), "project") in text, text
