@@ -3,6 +3,7 @@ ETag, and when they last changed; a document kept as its parts (``app/formats/pa
 the one shape every download takes."""
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -42,6 +43,14 @@ class PartedDocument(StoredDocument, Protocol):
 
     parts_at: int | None
     size_bytes: int
+
+
+def whole_content(row: PartedDocument, members: Callable[[], list[bytes]]) -> bytes:
+    """The document's bytes: its head joined with its members (read by ``members``, in order),
+    or the stored bytes of one kept whole."""
+    if row.parts_at is None:
+        return row.content
+    return parts.join(row.content, row.parts_at, members())
 
 
 def parted_columns(head: parts.Head, members: list[bytes]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from app.core.documents import (
     changed_parts_columns,
     parted_columns,
     set_content,
+    whole_content,
 )
 from app.core.errors import Conflict, NotFound
 from app.features import breaker
@@ -74,12 +75,12 @@ def download(
 
 
 def _whole(session: Session, row: "FeatureContext | FeatureWorkflow") -> bytes:
-    """The file's bytes: a context's head joined with its notes."""
-    if not isinstance(row, FeatureContext) or row.parts_at is None:
+    """The file's bytes: a context's head joined with its notes; a workflow as stored."""
+    if not isinstance(row, FeatureContext):
         return row.content
-    assert row.id is not None
-    notes = HandoverRepository(session).notes(row.id)
-    return parts.join(row.content, row.parts_at, notes)
+    context_id = row.id
+    assert context_id is not None
+    return whole_content(row, lambda: HandoverRepository(session).notes(context_id))
 
 
 def _locked_or_new(

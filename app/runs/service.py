@@ -18,7 +18,7 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
-from app.core.documents import Download, changed_parts_columns, parted_columns
+from app.core.documents import Download, changed_parts_columns, parted_columns, whole_content
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state, jsondoc, parts
 from app.projects.service import project_id
@@ -170,10 +170,9 @@ def _new_run(write: Write, run: str) -> RunState:
 
 def _whole(session: Session, row: RunState) -> bytes:
     """The file's bytes: the head joined with the entries."""
-    if row.parts_at is None:
-        return row.content
-    assert row.id is not None
-    return parts.join(row.content, row.parts_at, BeadRepository(session, row.id).parts())
+    run_id = row.id
+    assert run_id is not None
+    return whole_content(row, lambda: BeadRepository(session, run_id).parts())
 
 
 def _document(session: Session, row: RunState) -> dict[str, Any]:
