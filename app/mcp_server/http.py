@@ -105,7 +105,8 @@ def install_mcp(app: FastAPI, settings: Settings) -> None:
         event_hooks={"request": [_as_caller]},
         timeout=None,
     )
-    server = build_server(lambda: AsyncContextStoreClient(http=http))
+    # One client: each tool call's request carries its caller's headers (``_as_caller``).
+    server = build_server(AsyncContextStoreClient(http=http))
     # POST only: a stateless server has no stream of its own messages to GET (the SDK would
     # hold such a GET open, idle, for as long as the client keeps it) and no session to DELETE.
     app.router.routes.append(McpRoute(PATH, McpEndpoint(server, settings), methods=["POST"]))

@@ -1,5 +1,5 @@
 """The MCP server: the tools, the exported files as resources, and the resume prompt, all
-sending their requests with the client ``store`` gives."""
+sending their requests with one client, ``store``."""
 
 import inspect
 import logging
@@ -24,9 +24,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from app import __version__
-from app.client import ContextStoreError
+from app.client import AsyncContextStoreClient, ContextStoreError
 from app.mcp_server import files
-from app.mcp_server.tools import StoreOf, StoreTools
+from app.mcp_server.tools import StoreTools
 
 INSTRUCTIONS = """\
 context-store keeps coding agents' working memory per project: MDAN-AUTO saves, autobyteus
@@ -41,7 +41,7 @@ class ContextStoreServer(MCPServer):
     """Lists resources one project a page: each page is one archive export, so a tenant with
     many projects is never read all at once."""
 
-    def __init__(self, store: StoreOf) -> None:
+    def __init__(self, store: AsyncContextStoreClient) -> None:
         # MCPServer's constructor calls logging.basicConfig (a rich handler on the root logger
         # when it has none yet); the service's logs are JSON lines of its own configuration
         # (app/core/logs.py), so the root logger is put back as it was.
@@ -60,7 +60,7 @@ class ContextStoreServer(MCPServer):
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
-        store = self.store()
+        store = self.store
         try:
             projects = await store.list_projects(cursor=cursor, limit=1)
             resources = [
@@ -117,13 +117,15 @@ class ContextStoreServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
-def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable[str | bytes]]:
+def _reader(
+    store: AsyncContextStoreClient, template: files.Template
+) -> Callable[..., Awaitable[str | bytes]]:
     """The template's read: a function of its variables (the SDK matches them by name)."""
 
     async def read(**values: str) -> str | bytes:
         path = template.path.format(**values)
         try:
-            content = await files.read(store(), values["project"], path)
+            content = await files.read(store, values["project"], path)
         except (ContextStoreError, LookupError, httpx.TransportError) as error:
             raise ResourceError(str(error)) from None
         try:
@@ -142,16 +144,15 @@ def _reader(store: StoreOf, template: files.Template) -> Callable[..., Awaitable
     return read
 
 
-def _resume_prompt(store: StoreOf) -> Callable[..., Awaitable[str]]:
+def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[str]]:
     async def resume_where_i_left_off(project: str, agent: str, feature: str | None = None) -> str:
         """Pick up a project where the last session left it: the context pack (running
         summary, decisions, failures, constraints), the newest save and the notes handed to
         you."""
-        client = store()
         try:
-            pack = await client.context_pack(project, feature_id=feature)
-            saves = await client.list_saves(project, limit=1)
-            handovers = await client.list_handovers(project, to_agent=agent, limit=10)
+            pack = await store.context_pack(project, feature_id=feature)
+            saves = await store.list_saves(project, limit=1)
+            handovers = await store.list_handovers(project, to_agent=agent, limit=10)
         except (ContextStoreError, httpx.TransportError) as error:
             # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
             # rendering prompt" and a logged traceback.
@@ -176,7 +177,7 @@ def _resume_prompt(store: StoreOf) -> Callable[..., Awaitable[str]]:
     return resume_where_i_left_off
 
 
-def build_server(store: StoreOf) -> ContextStoreServer:
+def build_server(store: AsyncContextStoreClient) -> ContextStoreServer:
     server = ContextStoreServer(store)
     for tool, annotations in StoreTools(store).all():
         server.add_tool(tool, annotations=annotations, structured_output=True)

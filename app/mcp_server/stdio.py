@@ -10,6 +10,6 @@ from app.mcp_server.server import build_server
 def serve_stdio(url: str, key: str | None) -> None:
     async def run() -> None:
         async with AsyncContextStoreClient(url, key) as store:
-            await build_server(lambda: store).run_stdio_async()
+            await build_server(store).run_stdio_async()
 
     anyio.run(run)

@@ -30,8 +30,6 @@ from app.saves.schemas import ResumeResult, SaveReceipt, SaveSummary
 P = ParamSpec("P")
 T = TypeVar("T")
 
-StoreOf = Callable[[], AsyncContextStoreClient]
-"""The client a tool call sends its request with (the caller's key already on it)."""
 
 # The path's own pattern, declared in the schema: a name is a path segment of the route it calls.
 Name = Annotated[str, Field(pattern=IDENTIFIER_PATTERN, description=IDENTIFIER_RULE)]
@@ -101,7 +99,7 @@ REPLACES = ToolAnnotations(
 class StoreTools:
     """The tools, bound to where their calls go."""
 
-    def __init__(self, store: StoreOf) -> None:
+    def __init__(self, store: AsyncContextStoreClient) -> None:
         self.store = store
 
     # Projects.
@@ -113,7 +111,7 @@ class StoreTools:
         """List the projects this key can see, newest first, with how many saves, snapshots,
         runs, features and memory items each holds. Call it first to find the project name
         every other tool takes."""
-        return await self.store().list_projects(cursor=cursor, limit=limit)
+        return await self.store.list_projects(cursor=cursor, limit=limit)
 
     # MDAN-AUTO saves.
 
@@ -133,7 +131,7 @@ class StoreTools:
         """Store an MDAN-AUTO context save, before the context window fills or at a phase end,
         so that a later session can resume from it. Secrets in it are redacted."""
         content = json.dumps(save, indent=2).encode()
-        return await self.store().import_save(
+        return await self.store.import_save(
             project, content, filename=filename, idempotency_key=idempotency_key
         )
 
@@ -141,7 +139,7 @@ class StoreTools:
     async def latest_mdan_save(self, project: Project) -> FileResult:
         """The project's newest MDAN-AUTO save, exactly as stored: read it to resume work where
         the last session stopped."""
-        return _file(await self.store().latest_save(project))
+        return _file(await self.store.latest_save(project))
 
     @_answers_problems
     async def list_mdan_saves(
@@ -152,7 +150,7 @@ class StoreTools:
         limit: Limit = None,
     ) -> Page[SaveSummary]:
         """The project's MDAN-AUTO saves, newest first: ids, timestamps and phases."""
-        return await self.store().list_saves(project, phase=phase, cursor=cursor, limit=limit)
+        return await self.store.list_saves(project, phase=phase, cursor=cursor, limit=limit)
 
     @_answers_problems
     async def resume_mdan_save(
@@ -163,7 +161,7 @@ class StoreTools:
     ) -> ResumeResult:
         """Resume from a save: counts the resume in the save and returns the phase to continue
         with and the save itself."""
-        return await self.store().resume_save(project, save_id, idempotency_key=idempotency_key)
+        return await self.store.resume_save(project, save_id, idempotency_key=idempotency_key)
 
     # Working context snapshots and agent memory (autobyteus).
 
@@ -181,12 +179,12 @@ class StoreTools:
     ) -> SnapshotReceipt:
         """Replace the agent's working-context snapshot (the cache restore reads first)."""
         content = json.dumps(snapshot, indent=2).encode()
-        return await self.store().put_snapshot(project, agent, content)
+        return await self.store.put_snapshot(project, agent, content)
 
     @_answers_problems
     async def get_working_context_snapshot(self, project: Project, agent: Name) -> FileResult:
         """The agent's working-context snapshot, exactly as stored."""
-        return _file(await self.store().get_snapshot(project, agent))
+        return _file(await self.store.get_snapshot(project, agent))
 
     @_answers_problems
     async def append_agent_memory(
@@ -202,7 +200,7 @@ class StoreTools:
     ) -> AppendReceipt:
         """Append items to one of the agent's memory files: raw traces of turns, episodic
         summaries or semantic facts."""
-        return await self.store().append_memory(
+        return await self.store.append_memory(
             project, agent, memory, items, idempotency_key=idempotency_key
         )
 
@@ -219,7 +217,7 @@ class StoreTools:
     ) -> RestoreResult:
         """Restore the agent's working context after a restart: the stored snapshot when it is
         current (cache), else one rebuilt from its memory; `source` says which and why."""
-        return await self.store().restore(
+        return await self.store.restore(
             project,
             agent,
             system_prompt,
@@ -242,7 +240,7 @@ class StoreTools:
     ) -> IterationResult:
         """Record that an iteration of the run starts on a task (run `default` is the
         project's .atari/state.json)."""
-        return await self.store().start_iteration(
+        return await self.store.start_iteration(
             project, run, bead_id, attempt=attempt, idempotency_key=idempotency_key
         )
 
@@ -260,7 +258,7 @@ class StoreTools:
         idempotency_key: IdempotencyKey = None,
     ) -> IterationResult:
         """Record how an iteration ended; a session's cost and turns are counted once."""
-        return await self.store().end_iteration(
+        return await self.store.end_iteration(
             project,
             run,
             bead_id,
@@ -275,14 +273,14 @@ class StoreTools:
     @_answers_problems
     async def get_run_state(self, project: Project, run: Name = "default") -> FileResult:
         """The run's state.json, exactly as atari writes it: tasks, attempts, cost, turns."""
-        return _file(await self.store().export_state(project, run))
+        return _file(await self.store.export_state(project, run))
 
     # Feature contexts and handovers (sdd-unified).
 
     @_answers_problems
     async def get_feature_context(self, project: Project, feature: Name) -> FileResult:
         """The feature's context.json: its phase, handover notes, reviews and circuit breaker."""
-        return _file(await self.store().export_context(project, feature))
+        return _file(await self.store.export_context(project, feature))
 
     @_answers_problems
     async def add_handover(
@@ -308,7 +306,7 @@ class StoreTools:
             note["critical_points"] = critical_points
         if artifacts_created is not None:
             note["artifacts_created"] = artifacts_created
-        return await self.store().append_handover(
+        return await self.store.append_handover(
             project, feature, note, idempotency_key=idempotency_key
         )
 
@@ -325,7 +323,7 @@ class StoreTools:
     ) -> BreakerChange:
         """Record a review of a feature's phase; repeated rejections trip its circuit breaker,
         which then needs a human (`tripped`)."""
-        return await self.store().record_review(
+        return await self.store.record_review(
             project,
             feature,
             phase,
@@ -340,7 +338,7 @@ class StoreTools:
         self, project: Project, feature: Name, idempotency_key: IdempotencyKey = None
     ) -> BreakerChange:
         """Reset a feature's tripped circuit breaker once a human has intervened."""
-        return await self.store().reset_circuit_breaker(
+        return await self.store.reset_circuit_breaker(
             project, feature, idempotency_key=idempotency_key
         )
 
@@ -356,7 +354,7 @@ class StoreTools:
     ) -> Page[HandoverItem]:
         """Handover notes across the project's features, newest first: call it with your own
         agent name as to_agent to find the work handed to you."""
-        return await self.store().list_handovers(
+        return await self.store.list_handovers(
             project,
             to_agent=to_agent,
             from_agent=from_agent,
@@ -384,7 +382,7 @@ class StoreTools:
     ) -> ItemCreated:
         """Remember a decision, a failure (and how it was resolved) or a constraint for the
         whole project, so that later sessions and other agents respect it."""
-        return await self.store().create_memory_item(
+        return await self.store.create_memory_item(
             project, kind, item, idempotency_key=idempotency_key
         )
 
@@ -400,7 +398,7 @@ class StoreTools:
     ) -> Page[MemoryItemPublic]:
         """Search the project's decisions, failures or constraints, newest first: before
         deciding, check what was decided or what failed already."""
-        return await self.store().list_memory_items(
+        return await self.store.list_memory_items(
             project, kind, q=q, feature_id=feature_id, cursor=cursor, limit=limit
         )
 
@@ -408,7 +406,7 @@ class StoreTools:
     async def get_running_summary(self, project: Project) -> FileResult:
         """The project's running summary (running-summary.json): what the project is, where
         it stands."""
-        return _file(await self.store().get_running_summary(project))
+        return _file(await self.store.get_running_summary(project))
 
     @_answers_problems
     async def put_running_summary(
@@ -421,7 +419,7 @@ class StoreTools:
     ) -> SummaryReceipt:
         """Replace the project's running summary (its `content` has a token limit)."""
         content = json.dumps(summary, indent=2).encode()
-        return await self.store().put_running_summary(project, content)
+        return await self.store.put_running_summary(project, content)
 
     @_answers_problems
     async def get_context_pack(
@@ -433,7 +431,7 @@ class StoreTools:
     ) -> Annotated[CallToolResult, ContextPack]:
         """What to read before working on a feature: the running summary and the most relevant
         decisions, failures and constraints, as markdown within a token budget."""
-        pack = await self.store().context_pack(
+        pack = await self.store.context_pack(
             project, feature_id=feature_id, about=about, max_tokens=max_tokens
         )
         return CallToolResult(
