@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.bench import appends, concurrency, growth, peers, saves, scaling
+from tests.bench import appends, concurrency, floor, growth, peers, saves, scaling
 from tests.bench.report import markdown, plans_text
 from tests.bench.servers import (
     ROOT,
@@ -31,7 +31,7 @@ from tests.bench.servers import (
     postgres_reachable,
 )
 
-PARTS = ("appends", "saves", "peers", "scaling", "growth", "concurrency")
+PARTS = ("appends", "floor", "saves", "peers", "scaling", "growth", "concurrency")
 
 
 def _arguments() -> argparse.Namespace:
@@ -100,6 +100,9 @@ def _backend_parts(
             def run_appends() -> None:
                 found["appends"] = appends.run(backend, server, ceiling, database.key, args.seconds)
 
+            def run_floor() -> None:
+                found["floor"] = [floor.run(backend, database, cores)]
+
             def run_concurrency() -> None:
                 found["concurrency"] = [concurrency.run(backend, server, database.key)]
 
@@ -129,6 +132,7 @@ def _backend_parts(
                 found["plans"] = {backend: plans}
 
             part("appends", run_appends)
+            part("floor", run_floor)
             part("concurrency", run_concurrency)
             part("saves", run_saves)
             part("peers", run_peers)

@@ -101,6 +101,8 @@ def markdown(results: dict[str, Any]) -> str:
                 for r in results["saves"]
             ],
         )
+    if results.get("floor"):
+        lines += _floor(results)
     if results.get("peers"):
         lines += _peers(results)
     if results.get("scaling"):
@@ -191,6 +193,42 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 SAVER_TARGET = 3.0
+
+
+def _floor(results: dict[str, Any]) -> list[str]:
+    """A decision POST's CPU, in process, beside what lies beneath it."""
+    rows = [
+        [
+            r["backend"],
+            r["append_us"],
+            r["not_found_us"],
+            r["write_us"],
+            r["statements"],
+            r["driver_us"],
+            round(r["driver_us"] / r["append_us"], 2),
+        ]
+        for r in results["floor"]
+    ]
+    return [
+        "Where a decision POST's CPU goes, in process (the ASGI app called directly, in a "
+        "process of its own on the server's core; µs of CPU per request): the whole POST; a "
+        "request that only 404s (middleware, routing, the problem answer); the write alone "
+        "(`Writes.run` in its worker thread: session, statements, service, commit); the same "
+        "statements, captured from the driver, replayed on the raw driver with a commit each:",
+        "",
+        *_table(
+            [
+                "backend",
+                "decision POST µs",
+                "404 µs",
+                "write µs",
+                "statements",
+                "raw driver µs",
+                "raw driver / POST",
+            ],
+            rows,
+        ),
+    ]
 
 
 def _peers(results: dict[str, Any]) -> list[str]:

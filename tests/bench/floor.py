@@ -1,0 +1,219 @@
+"""Where a small append's CPU goes (issue 18), in a process of its own on the server's core,
+the app called in process (no HTTP, no server): a request that only 404s (the framework's
+floor: middleware, routing, the problem answer); a decision POST, whole; the same POST's
+write alone (``Writes.run``, in its worker thread: session, statements, service, commit); and
+the very statements that write ran, captured from the driver and replayed on the raw driver
+(``sqlite3`` / ``psycopg``) with a commit each: the database's own floor, beneath SQLAlchemy,
+the service and the framework. The statements are captured from a real request, never written
+out here, so the floor follows the code.
+
+    python -m tests.bench.floor DATABASE_URL KEY REQUESTS
+
+prints one JSON line: microseconds of CPU per request for each.
+"""
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import make_url
+
+from app.core.config import Settings
+from app.main import create_app
+from app.storage import route
+from tests.bench import documents
+from tests.bench.servers import ROOT, BenchDatabase, Cores
+
+REQUESTS = 3000
+WARM_UP = 200
+PROJECT = "floor"
+DECISIONS = f"/v1/projects/{PROJECT}/memory/decisions"
+NOT_FOUND = "/v1/nothing-here"
+# The decision body's id is ``dec-{n}``: the request captured is sent with this marker as its
+# number, and each replay puts a number of the same length in its place wherever the driver's
+# parameters hold it (the id, the search text, the stored document).
+MARKER = "cap00000"
+
+Statement = tuple[str, Any]
+
+
+class AsgiCaller:
+    """Requests sent to the ASGI app directly, as the bench's key."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app = app
+        self.headers = [
+            (b"host", b"127.0.0.1"),
+            (b"content-type", b"application/json"),
+            (b"authorization", f"Bearer {key}".encode()),
+        ]
+
+    async def post(self, path: str, body: bytes) -> int:
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+        statuses: list[int] = []
+
+        async def receive() -> dict[str, Any]:
+            return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [*self.headers, (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 8000),
+            "state": {},
+        }
+        await self.app(scope, receive, send)
+        return statuses[0]
+
+
+def _decision(number: str) -> bytes:
+    return documents.decision_body().replace("{n}", number).encode()
+
+
+async def _cpu_per_request(send: Callable[[int], Any], count: int) -> float:
+    """Microseconds of this process's CPU per request (every thread: the worker's too)."""
+    started = time.process_time()
+    for number in range(count):
+        await send(number)
+    return (time.process_time() - started) / count * 1e6
+
+
+@contextmanager
+def _write_cpu() -> Iterator[list[float]]:
+    """The CPU time of each ``Writes.run``, in the thread that runs it."""
+    spent: list[float] = []
+    original = route.Writes.run
+
+    def timed(self: route.Writes, *args: Any, **kwargs: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            spent.append(time.thread_time() - started)
+
+    route.Writes.run = timed  # type: ignore[method-assign]  # measured here only, restored below
+    try:
+        yield spent
+    finally:
+        route.Writes.run = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _captured(engine: Engine) -> Iterator[list[Statement]]:
+    """The statements and parameters the driver is given while the block runs."""
+    statements: list[Statement] = []
+
+    def capture(_c: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
+        statements.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+
+
+def _numbered(value: Any, number: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(MARKER, number)
+    if isinstance(value, bytes | memoryview):
+        return bytes(value).replace(MARKER.encode(), number.encode())
+    return value
+
+
+def _parameters(parameters: Any, number: str) -> Any:
+    if isinstance(parameters, dict):
+        return {name: _numbered(value, number) for name, value in parameters.items()}
+    return tuple(_numbered(value, number) for value in parameters)
+
+
+def _replay(url: str, statements: list[Statement], count: int) -> float:
+    """Microseconds of CPU per replay of ``statements`` and a commit, on the raw driver."""
+    address = make_url(url)
+    if address.get_backend_name() == "sqlite":
+        # Autocommit mode: the captured BEGIN IMMEDIATE opens the transaction, as the app's does.
+        connection: Any = sqlite3.connect(address.database or "", isolation_level=None)
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            connection.execute(f"PRAGMA {pragma}")
+        commit: Callable[[], Any] = lambda: connection.execute("COMMIT")  # noqa: E731
+    else:
+        dsn = address.set(drivername="postgresql").render_as_string(hide_password=False)
+        connection = psycopg.connect(dsn)
+        commit = connection.commit
+    try:
+
+        def once(index: int) -> None:
+            number = f"rp{index:06d}"
+            cursor = connection.cursor()
+            for statement, parameters in statements:
+                cursor.execute(statement, _parameters(parameters, number))
+                if cursor.description is not None:
+                    cursor.fetchall()
+            commit()
+
+        for index in range(WARM_UP):
+            once(index)
+        started = time.process_time()
+        for index in range(WARM_UP, WARM_UP + count):
+            once(index)
+        return (time.process_time() - started) / count * 1e6
+    finally:
+        connection.close()
+
+
+async def _measure(url: str, key: str, count: int) -> dict[str, float]:
+    app = create_app(Settings(database_url=url))
+    caller = AsgiCaller(app, key)
+    async with app.router.lifespan_context(app):
+        for number in range(WARM_UP):
+            await caller.post(DECISIONS, _decision(f"w{number}"))
+            await caller.post(NOT_FOUND, b"{}")
+        not_found = await _cpu_per_request(lambda _n: caller.post(NOT_FOUND, b"{}"), count)
+        with _write_cpu() as writes:
+            append = await _cpu_per_request(
+                lambda n: caller.post(DECISIONS, _decision(str(n))), count
+            )
+        engine: Engine = app.state.database.writer
+        with _captured(engine) as statements:
+            status = await caller.post(DECISIONS, _decision(MARKER))
+        assert status == 201, f"the captured decision POST answered {status}"
+    return {
+        "not_found_us": round(not_found),
+        "append_us": round(append),
+        "write_us": round(sum(writes) / len(writes) * 1e6),
+        "statements": len(statements),
+        "driver_us": round(_replay(url, statements, count)),
+    }
+
+
+def run(backend: str, database: BenchDatabase, cores: Cores) -> dict[str, Any]:
+    """This module in a process of its own on the server's core, on the run's database."""
+    command = [*cores.server_prefix(), sys.executable, "-m", "tests.bench.floor"]
+    command += [database.url, database.key, str(REQUESTS)]
+    output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
+    return {"backend": backend, **json.loads(output.stdout.strip().splitlines()[-1])}
+
+
+if __name__ == "__main__":
+    figures = asyncio.run(_measure(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    print(json.dumps(figures))
