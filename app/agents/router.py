@@ -1,7 +1,7 @@
 import json
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from app.agents import service
 from app.agents.schemas import (
@@ -18,13 +18,14 @@ from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
 from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, document_response
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
 
-router = APIRouter(
+router = GatedRouter(
     prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
 )
 

@@ -1,4 +1,4 @@
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -11,11 +11,12 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
+from app.core.routing import GatedRouter
 from app.formats.archive import MEDIA_TYPE
 from app.idempotency.service import Idempotency, IdempotencyDep
 
 # Archives carry whole projects: their import takes the bulk body limit.
-router = APIRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
 
 ARCHIVE_FILE: ResponsesDoc = {
     200: {

@@ -1,7 +1,7 @@
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
@@ -11,6 +11,7 @@ from app.core.identifiers import FeatureName, ProjectName
 from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
 from app.core.responses import ResponsesDoc, document_response
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.features import breaker, service
 from app.features.models import FeatureContext
@@ -27,7 +28,7 @@ from app.formats import feature_context, jsondoc
 from app.storage.route import IdempotentWritesDep, Writes, WritesDep
 from app.storage.writes import Write
 
-router = APIRouter(
+router = GatedRouter(
     prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
 )
 

@@ -1,12 +1,13 @@
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.core.deps import get_database
 from app.core.errors import DatabaseNotMigrated, ServiceUnavailable
 from app.core.migrations import current_revision, not_migrated_reason
+from app.core.routing import GatedRouter
 from app.health.schemas import Health, Readiness
 
-router = APIRouter(tags=["operations"])
+router = GatedRouter(tags=["operations"])
 
 
 @router.get("/healthz", response_model=Health)

@@ -1,10 +1,11 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import Path, Response
 
 from app.core.body import ContextStoreRoute
 from app.core.deps import Admin, ReadSession
 from app.core.pagination import Cursor, Limit
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.core.security import Scope
 from app.keys import service
@@ -14,7 +15,7 @@ from app.storage.route import AdminWritesDep
 
 KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="The key's id.")]
 
-router = APIRouter(prefix="/v1/admin/keys", tags=["admin"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/admin/keys", tags=["admin"], route_class=ContextStoreRoute)
 
 
 def _public(key: ApiKey) -> ApiKeyPublic:

@@ -2,7 +2,7 @@ from enum import StrEnum
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import Path, Query, Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
@@ -14,6 +14,7 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, document_response
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import jsondoc
 from app.formats.jsondoc import INT64_MAX, INT64_MIN
@@ -32,7 +33,7 @@ from app.memory.schemas import (
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
 
-router = APIRouter(
+router = GatedRouter(
     prefix="/v1/projects/{project}/memory", tags=["memory"], route_class=ContextStoreRoute
 )
 

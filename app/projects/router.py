@@ -1,16 +1,17 @@
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from app.core.body import ContextStoreRoute
 from app.core.conditional import if_match, not_modified
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import ProjectName
 from app.core.pagination import Cursor, Limit
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.projects import service
 from app.projects.schemas import ProjectPublic
 from app.storage.route import WritesDep
 
-router = APIRouter(prefix="/v1/projects", tags=["projects"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/projects", tags=["projects"], route_class=ContextStoreRoute)
 
 
 @router.get("", response_model=Page[ProjectPublic])

@@ -1,4 +1,4 @@
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
@@ -8,6 +8,7 @@ from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, document_response
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.runs import service
 from app.runs.schemas import (
@@ -22,7 +23,7 @@ from app.runs.schemas import (
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
 
-router = APIRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
 
 STATE_FILE: ResponsesDoc = {
     200: {

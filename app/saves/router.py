@@ -10,6 +10,7 @@ from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
 from app.core.responses import ResponsesDoc, document_response
+from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
@@ -18,8 +19,9 @@ from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveRecei
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
 
-router = APIRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
 # Save files carry whole agent histories: their import takes the bulk body limit.
+# Included into ``router``, under its prefix: a gate would match its paths without it.
 bulk_router = APIRouter(route_class=BulkBodyRoute)
 
 SAVE_FILE: ResponsesDoc = {
