@@ -81,11 +81,13 @@ def _floats_and_nesting(document: Any) -> tuple[list[float], int]:
     """Every float in the document, and how many containers deep it nests; level by level and
     iterative, so any depth is safe. Only the values that are not plain scalars are carried
     from one level to the next: the strings and integers that make up most of a large
-    document are looked at once, in a comprehension. Raises ``_NotPlain``."""
+    document are looked at once, in a comprehension. Raises ``_NotPlain``. Stops one level
+    past ``MAX_DEPTH`` (a container that holds itself nests without end); the floats are then
+    not all found."""
     floats: list[float] = []
     nesting = 0
     level = [document] if type(document) not in _PLAIN_SCALARS else []
-    while level:
+    while level and nesting <= MAX_DEPTH:
         containers = [value for value in level if type(value) in (dict, list)]
         level_floats = [value for value in level if type(value) is float]
         if len(containers) + len(level_floats) != len(level):
@@ -160,8 +162,9 @@ def dumps_indent2(document: Any) -> bytes:
     Python's indenting encoder is pure Python (7 ms for 1 MB); orjson's writes the same bytes
     in C (0.2 ms) wherever each token is the same, and lays tokens out the same way (the
     property tests in tests/formats/test_jsondoc.py). Where the two could differ:
-    - integers past 64 bits, lone surrogates, keys that are not strings, nesting past 255:
-      orjson refuses them, and Python writes the document;
+    - integers past 64 bits, lone surrogates, keys that are not strings, nesting past 255
+      (a container holding itself): orjson refuses them, and Python writes the document (or
+      refuses it, as ``json.dumps`` does);
     - floats (Python writes ``NaN`` and ``Infinity``, orjson ``null``; each its own shortest
       digits): every float of the document is written by both, and Python writes the
       document unless all are the same;
@@ -171,11 +174,14 @@ def dumps_indent2(document: Any) -> bytes:
       escaped afterwards, by Python's own string escaper;
     - any other type, or a subclass: Python writes the document."""
     try:
-        floats, _nesting = _floats_and_nesting(document)
+        floats, nesting = _floats_and_nesting(document)
         rendered = orjson.dumps(document, option=orjson.OPT_INDENT_2)
     except (_NotPlain, orjson.JSONEncodeError):
         return _dumps_indent2_with_python(document)
-    if floats and orjson.dumps(floats) != json.dumps(floats, separators=(",", ":")).encode():
+    # Past MAX_DEPTH the floats were not all found; and each must be written as Python does.
+    if nesting > MAX_DEPTH or (
+        floats and orjson.dumps(floats) != json.dumps(floats, separators=(",", ":")).encode()
+    ):
         return _dumps_indent2_with_python(document)
     if not rendered.isascii():
         text = rendered.decode()

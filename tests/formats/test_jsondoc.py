@@ -189,6 +189,15 @@ def test_dumps_indent2_on_documents_deeper_than_orjson_writes():
     assert jsondoc.dumps_indent2(document) == json.dumps(document, indent=2).encode()
 
 
+def test_dumps_indent2_refuses_a_container_that_holds_itself_as_python_does():
+    cycle: list[Any] = [1.5]
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        jsondoc.dumps_indent2(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        json.dumps(cycle, indent=2)
+
+
 def _golden_documents() -> list[Path]:
     return sorted(GOLDEN.rglob("*.json"))
 
