@@ -3,6 +3,7 @@ and pull workspaces."""
 
 import contextlib
 import errno
+import gc
 import ipaddress
 import re
 import signal
@@ -222,6 +223,12 @@ def serve(
     # Shutting down when asked to is a success: with this handler found, serve returns, exit 0.
     signal.signal(signal.SIGTERM, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    # What is loaded by now (modules, the app, its routes: about 200,000 objects the collector
+    # tracks) lives as long as the process. Kept out of the collector's view, the full
+    # collections no longer walk it: each stalled a request 130-150 ms (CPU), a few times in
+    # a server's first hundred requests and about once every 300 1 MB save imports after.
+    gc.collect()
+    gc.freeze()
     # Ctrl-C: uvicorn shuts down gracefully, then raises the interrupt again.
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[listening])

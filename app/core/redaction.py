@@ -12,6 +12,7 @@ from typing import Any
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.formats import jsondoc
 from app.redaction import Redactions, redact_document
 
 HEADER = "Redactions"
@@ -62,8 +63,8 @@ def bytes_for_storage(raw: bytes) -> bytes:
     document = for_storage(document, found)
     if not found.sites:
         return raw
-    # ASCII: the document may hold a lone surrogate (valid JSON) that UTF-8 cannot encode.
-    return json.dumps(document, indent=2).encode("ascii")
+    # Written as Python tools write JSON files: two-space indents, ASCII.
+    return jsondoc.dumps_indent2(document)
 
 
 def header_value(redactions: Redactions) -> str:

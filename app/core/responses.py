@@ -1,7 +1,6 @@
 """Document downloads: exact bytes, a strong ETag, the file's name, gzip when asked for; and
 bodies sent from a spool."""
 
-import gzip
 import tempfile
 from collections.abc import Callable
 from typing import Any, BinaryIO, cast
@@ -12,6 +11,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.core.conditional import not_modified
 from app.core.documents import Download
+from app.formats import gzip as gzip_format
 
 SPOOL_READ_BYTES = 64 * 1024
 
@@ -38,7 +38,7 @@ def document_response(
         if request.headers.get("accept-encoding") == "gzip":
             headers["Content-Encoding"] = "gzip"
         else:
-            content = gzip.decompress(content)
+            content = gzip_format.decompress_stored(content)
     return Response(content=content, media_type=media_type, headers=headers)
 
 
