@@ -10,7 +10,7 @@ import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
@@ -124,10 +124,20 @@ def _reader(
 
     async def read(**values: str) -> str | bytes:
         path = template.path.format(**values)
+        uri = files.uri(values["project"], path)
         try:
             content = await files.read(store, values["project"], path)
-        except (ContextStoreError, LookupError, httpx.TransportError) as error:
-            raise ResourceError(str(error)) from None
+        except LookupError as error:
+            raise ResourceNotFoundError(f"{uri}: {error}") from None
+        except ContextStoreError as error:
+            # The route's 4xx (404, another tenant's project included; 422 for a name no file
+            # can have) is the caller's URI: resource not found (SEP-2164: -32602 with the URI
+            # in `data`), not an internal error.
+            if error.status < 500:
+                raise ResourceNotFoundError(f"{uri}: {error}") from None
+            raise ResourceError(f"{uri}: {error}") from None
+        except httpx.TransportError as error:
+            raise ResourceError(f"{uri}: {error}") from None
         try:
             return content.decode()  # text, when it is UTF-8: the same bytes once encoded
         except UnicodeDecodeError:
