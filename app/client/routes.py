@@ -143,12 +143,20 @@ class Routes:
         project: str,
         *,
         phase: str | None = None,
+        filename: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> Call[Page[SaveSummary]]:
-        params = {"phase": phase, "since": since, "until": until, "cursor": cursor, "limit": limit}
+        params = {
+            "phase": phase,
+            "filename": filename,
+            "since": since,
+            "until": until,
+            "cursor": cursor,
+            "limit": limit,
+        }
         return Call("GET", f"{_project(project)}/saves", model(Page[SaveSummary]), params=params)
 
     @endpoint

@@ -20,16 +20,13 @@ Export = Callable[[AsyncContextStoreClient, str, layout.Target], Awaitable[Docum
 
 
 async def _save(store: AsyncContextStoreClient, project: str, target: layout.Target) -> Document:
-    """A save by its file name: the routes address saves by id, the layout by name."""
-    cursor: str | None = None
-    while True:
-        page = await store.list_saves(project, cursor=cursor, limit=500)
-        for save in page.items:
-            if target.name in (save.filename, f"{save.filename}.gz"):
-                return await store.export_save(project, save.id)
-        if page.next_cursor is None:
-            raise LookupError(f"{project} has no save {target.name}")
-        cursor = page.next_cursor
+    """A save by its file name (the routes address saves by id, the layout by name): the newest
+    of that name, as the archive keeps it. The archive's ``.json.gz`` of a large save is the
+    same file."""
+    named = await store.list_saves(project, filename=target.name.removesuffix(".gz"), limit=1)
+    if not named.items:
+        raise LookupError(f"{project} has no save {target.name}")
+    return await store.export_save(project, named.items[0].id)
 
 
 def _memory_file(kind: MemoryKind | None) -> MemoryFile:

@@ -67,6 +67,7 @@ class SaveRepository(ProjectScopedRepository[Save]):
         project_id: int,
         *,
         phase: str | None,
+        filename: str | None,
         since: datetime | None,
         until: datetime | None,
         cursor: str | None,
@@ -75,6 +76,8 @@ class SaveRepository(ProjectScopedRepository[Save]):
         statement = select(Save).where(Save.project_id == project_id)
         if phase is not None:
             statement = statement.where(Save.current_phase == phase)
+        if filename is not None:  # ix_saves_project_filename
+            statement = statement.where(Save.filename == filename)
         if since is not None:
             statement = statement.where(col(Save.timestamp) >= since)
         if until is not None:

@@ -80,6 +80,14 @@ def list_saves(
     phase: Annotated[
         str | None, Query(description="Only saves whose `phases.current` is this.")
     ] = None,
+    filename: Annotated[
+        str | None,
+        Query(
+            pattern=mdan_save.FILENAME_PATTERN,
+            description="Only saves of this file name (`mdan-save-<unix seconds>.json`): how "
+            "the archive and the MCP resources name a save.",
+        ),
+    ] = None,
     since: Annotated[
         UTCInstant | None, Query(description="Saves with `timestamp` at or after.")
     ] = None,
@@ -95,6 +103,7 @@ def list_saves(
         principal.tenant,
         project,
         phase=phase,
+        filename=filename,
         since=since,
         until=until,
         cursor=cursor,

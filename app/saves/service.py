@@ -170,6 +170,7 @@ def list_saves(
     project: str,
     *,
     phase: str | None,
+    filename: str | None,
     since: datetime | None,
     until: datetime | None,
     cursor: str | None,
@@ -178,6 +179,7 @@ def list_saves(
     saves, next_cursor = SaveRepository(session).page(
         project_id(session, tenant, project),
         phase=phase,
+        filename=filename,
         since=since,
         until=until,
         cursor=cursor,

@@ -129,6 +129,10 @@ def test_documents_round_trip_through_the_client(client, project):
     assert exported.content == python_indent2(seed_save())
     assert exported.filename == receipt.filename and exported.etag
     assert store.list_saves(project).items[0].id == receipt.id
+    assert [s.id for s in store.list_saves(project, filename=receipt.filename).items] == [
+        receipt.id
+    ]
+    assert store.list_saves(project, filename="mdan-save-1.json").items == []
 
     snapshot = golden_bytes("autobyteus/working_context_snapshot.json")
     agent = json.loads(snapshot)["agent_id"]

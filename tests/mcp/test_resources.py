@@ -3,6 +3,7 @@ export gives: the project's archive and the file's own route."""
 
 import base64
 import gzip
+import logging
 import secrets
 from typing import Any
 
@@ -117,3 +118,35 @@ def test_a_resource_of_another_tenant_or_of_no_file_is_not_found(
         app, owner, lambda mcp: read(mcp, f"context-store://{project}/features/none/context.json")
     )
     assert "404" in nothing
+
+
+def test_a_save_resource_is_read_with_two_requests_whatever_the_saves(app, client, project, caplog):
+    """The save is found by its file name (`GET .../saves?filename=`), not by paging through
+    every save of the project: one request to find it, one to export it."""
+    stamps = [f"2024-01-0{day}T00:00:00Z" for day in range(1, 6)]
+    for stamp in stamps:
+        document = seed_save()
+        document["timestamp"] = stamp
+        assert client.post(
+            f"/v1/projects/{project}/saves",
+            content=python_indent2(document),
+            headers={"Content-Type": "application/json"},
+        ).is_success
+    oldest = client.get(f"/v1/projects/{project}/saves", params={"limit": 500}).json()["items"][-1]
+    expected = client.get(f"/v1/projects/{project}/saves/{oldest['id']}").content
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    caplog.set_level(logging.INFO, logger="context_store.access")
+    caplog.clear()
+
+    async def read(mcp: ClientSession) -> bytes:
+        uri = f"context-store://{project}/mdan/{oldest['filename']}"
+        (contents,) = (await mcp.read_resource(uri)).contents
+        return _bytes(contents)
+
+    assert session(app, key, read) == expected
+    routes = [getattr(r, "route", None) for r in caplog.records if r.name == "context_store.access"]
+    assert routes.count("/mcp") == 3  # initialize, its notification, the read
+    assert [route for route in routes if route != "/mcp"] == [
+        "/v1/projects/{project}/saves",
+        "/v1/projects/{project}/saves/{save_id}",
+    ]
