@@ -6,13 +6,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
     GetPromptResult,
@@ -24,8 +24,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from app import __version__
-from app.client import AsyncContextStoreClient, ContextStoreError
+from app.client import AsyncContextStoreClient
 from app.mcp_server import files
+from app.mcp_server.errors import answering
 from app.mcp_server.tools import StoreTools
 
 INSTRUCTIONS = """\
@@ -61,7 +62,8 @@ class ContextStoreServer(MCPServer):
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
         store = self.store
-        try:
+        # A 4xx is the caller's cursor: its params.
+        with answering(_invalid_params, ResourceError):
             projects = await store.list_projects(cursor=cursor, limit=1)
             resources = [
                 Resource(
@@ -72,10 +74,6 @@ class ContextStoreServer(MCPServer):
                 for project in projects.items
                 for path in await files.paths(store, project.name)
             ]
-        except ContextStoreError as error:  # the caller's cursor or key: its params
-            raise MCPError(INVALID_PARAMS, str(error)) from None
-        except httpx.TransportError as error:
-            raise ResourceError(str(error)) from None
         return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
 
     async def call_tool(
@@ -117,6 +115,10 @@ class ContextStoreServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
+def _invalid_params(text: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, text)
+
+
 def _reader(
     store: AsyncContextStoreClient, template: files.Template
 ) -> Callable[..., Awaitable[str | bytes]]:
@@ -125,19 +127,17 @@ def _reader(
     async def read(**values: str) -> str | bytes:
         path = template.path.format(**values)
         uri = files.uri(values["project"], path)
-        try:
-            content = await files.read(store, values["project"], path)
-        except LookupError as error:
-            raise ResourceNotFoundError(f"{uri}: {error}") from None
-        except ContextStoreError as error:
-            # The route's 4xx (404, another tenant's project included; 422 for a name no file
-            # can have) is the caller's URI: resource not found (SEP-2164: -32602 with the URI
-            # in `data`), not an internal error.
-            if error.status < 500:
+        # The route's 4xx (404, another tenant's project included; 422 for a name no file can
+        # have) is the caller's URI: resource not found (SEP-2164: -32602 with the URI in
+        # `data`), not an internal error.
+        with answering(
+            lambda text: ResourceNotFoundError(f"{uri}: {text}"),
+            lambda text: ResourceError(f"{uri}: {text}"),
+        ):
+            try:
+                content = await files.read(store, values["project"], path)
+            except LookupError as error:
                 raise ResourceNotFoundError(f"{uri}: {error}") from None
-            raise ResourceError(f"{uri}: {error}") from None
-        except httpx.TransportError as error:
-            raise ResourceError(f"{uri}: {error}") from None
         try:
             return content.decode()  # text, when it is UTF-8: the same bytes once encoded
         except UnicodeDecodeError:
@@ -159,14 +159,12 @@ def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[st
         """Pick up a project where the last session left it: the context pack (running
         summary, decisions, failures, constraints), the newest save and the notes handed to
         you."""
-        try:
+        # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
+        # rendering prompt" and a logged traceback.
+        with answering(_invalid_params, lambda text: MCPError(INTERNAL_ERROR, text)):
             pack = await store.context_pack(project, feature_id=feature)
             saves = await store.list_saves(project, limit=1)
             handovers = await store.list_handovers(project, to_agent=agent, limit=10)
-        except (ContextStoreError, httpx.TransportError) as error:
-            # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
-            # rendering prompt" and a logged traceback.
-            raise MCPError(INVALID_PARAMS, str(error)) from None
         lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
         if saves.items:
             save = saves.items[0]
