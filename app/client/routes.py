@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
-from app.archive.schemas import ArchiveReport
+from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.client.calls import Call, Document, document, model, nothing, text
 from app.client.endpoint import endpoint
 from app.core.schemas import Page
@@ -758,6 +758,15 @@ class Routes:
     def export_archive(self, project: str) -> Call[Document]:
         """The whole project as a .tar.gz (``content``); see also ``download_archive``."""
         return Call("GET", _project(project, "/archive"), document)
+
+    @endpoint
+    def list_archive_members(
+        self, project: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[Page[ArchiveMember]]:
+        """The paths the archive would hold, without building it."""
+        params = {"cursor": cursor, "limit": limit}
+        path = _project(project, "/archive/members")
+        return Call("GET", path, model(Page[ArchiveMember]), params=params)
 
     @endpoint
     def import_archive(

@@ -3,17 +3,18 @@ the file's place in the project's layout (``app/archive/layout.py``, which the a
 and ``push``/``pull`` share) and its contents are what the file's own export route answers.
 """
 
-import io
-import tarfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from app.agents.schemas import MemoryFile
 from app.archive import layout
 from app.client import AsyncContextStoreClient, Document
+from app.core.pagination import MAX_LIMIT
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE, MemoryKind
 
 SCHEME = "context-store"
+# Files of a project a resources/list page holds at most.
+PAGE_SIZE = MAX_LIMIT
 JSON = "application/json"
 
 Export = Callable[[AsyncContextStoreClient, str, layout.Target], Awaitable[Document]]
@@ -78,11 +79,13 @@ async def read(store: AsyncContextStoreClient, project: str, path: str) -> bytes
     return document.content
 
 
-async def paths(store: AsyncContextStoreClient, project: str) -> list[str]:
-    """Every file the project holds, by its path: the members of its archive export."""
-    archive = await store.export_archive(project)
-    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as members:
-        return [_resource_path(member.name) for member in members if member.isfile()]
+async def paths(
+    store: AsyncContextStoreClient, project: str, cursor: str | None
+) -> tuple[list[str], str | None]:
+    """A page of the project's files by path, and the cursor of the next: the archive's
+    members, listed without building the archive."""
+    page = await store.list_archive_members(project, cursor=cursor, limit=PAGE_SIZE)
+    return [_resource_path(member.path) for member in page.items], page.next_cursor
 
 
 def _resource_path(member: str) -> str:

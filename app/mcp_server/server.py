@@ -1,9 +1,12 @@
 """The MCP server: the tools, the exported files as resources, and the resume prompt, all
 sending their requests with one client, ``store``."""
 
+import base64
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -38,9 +41,34 @@ take over work, list_handovers with your agent name. Every file is also a resour
 context-store://{project}/{path}, as the tool that wrote it laid it out."""
 
 
+@dataclass(frozen=True)
+class _Position:
+    """Where a listing of resources stands: the cursor of ``list_projects`` whose page (of one)
+    is the project being listed, and the cursor of that project's files."""
+
+    projects: str | None = None
+    files: str | None = None
+
+    def encode(self) -> str:
+        payload = json.dumps([self.projects, self.files]).encode()
+        return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str) -> "_Position":
+        padded = cursor + "=" * (-len(cursor) % 4)
+        try:
+            projects, project_files = json.loads(base64.urlsafe_b64decode(padded))
+            if not all(part is None or isinstance(part, str) for part in (projects, project_files)):
+                raise ValueError("not two cursors")
+        except (ValueError, TypeError):  # binascii's and json's errors are ValueErrors
+            raise MCPError(INVALID_PARAMS, "The cursor is not one this list handed out.") from None
+        return cls(projects, project_files)
+
+
 class ContextStoreServer(MCPServer):
-    """Lists resources one project a page: each page is one archive export, so a tenant with
-    many projects is never read all at once."""
+    """Lists resources a project at a time, each page a page of that project's files (the
+    archive's members, listed without building the archive): bounded however many projects
+    and files a tenant has."""
 
     def __init__(self, store: AsyncContextStoreClient) -> None:
         # MCPServer's constructor calls logging.basicConfig (a rich handler on the root logger
@@ -61,20 +89,31 @@ class ContextStoreServer(MCPServer):
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
+        position = _Position.decode(cursor) if cursor is not None else _Position()
         store = self.store
         # A 4xx is the caller's cursor: its params.
         with answering(_invalid_params, ResourceError):
-            projects = await store.list_projects(cursor=cursor, limit=1)
-            resources = [
-                Resource(
-                    uri=files.uri(project.name, path),
-                    name=f"{project.name}/{path}",
-                    mime_type=files.media_type(path),
-                )
-                for project in projects.items
-                for path in await files.paths(store, project.name)
-            ]
-        return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+            projects = await store.list_projects(cursor=position.projects, limit=1)
+            if not projects.items:
+                return ListResourcesResult(resources=[], next_cursor=None)
+            project = projects.items[0].name
+            paths, files_cursor = await files.paths(store, project, position.files)
+        resources = [
+            Resource(
+                uri=files.uri(project, path),
+                name=f"{project}/{path}",
+                mime_type=files.media_type(path),
+            )
+            for path in paths
+        ]
+        if files_cursor is not None:
+            following: _Position | None = _Position(position.projects, files_cursor)
+        elif projects.next_cursor is not None:
+            following = _Position(projects.next_cursor)
+        else:
+            following = None
+        next_cursor = following.encode() if following is not None else None
+        return ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def call_tool(
         self,

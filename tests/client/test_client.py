@@ -65,6 +65,7 @@ EXAMPLES: dict[str, tuple[object, ...]] = {
     "memory_maintenance": ("p",),
     "context_pack": ("p",),
     "export_archive": ("p",),
+    "list_archive_members": ("p",),
     "import_archive": ("p", b""),
     "create_key": (["read"],),
     "list_keys": (),
