@@ -12,13 +12,11 @@ from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.core.constraints import MAX_LIMIT
 from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
 from app.formats.jsondoc import INT64
 from app.formats.timestamps import to_utc
-
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 
 Row = TypeVar("Row")
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from app.agents.schemas import MemoryFile
 from app.archive import layout
 from app.client import AsyncContextStoreClient, Document
-from app.core.pagination import MAX_LIMIT
+from app.core.constraints import MAX_LIMIT
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE, MemoryKind
 
 SCHEME = "context-store"

@@ -44,7 +44,9 @@ context-store://{project}/{path}, as the tool that wrote it laid it out."""
 @dataclass(frozen=True)
 class _Position:
     """Where a listing of resources stands: the cursor of ``list_projects`` whose page (of one)
-    is the project being listed, and the cursor of that project's files."""
+    is the project being listed, and the cursor of that project's files. Encoded here, not with
+    the routes' cursors (``app/core/pagination.py``), which would load SQLAlchemy into
+    ``context-store mcp``."""
 
     projects: str | None = None
     files: str | None = None
