@@ -14,6 +14,7 @@ from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
 from app.saves import service
+from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
@@ -98,16 +99,9 @@ def list_saves(
     limit: Limit = 50,
 ) -> Page[SaveSummary]:
     """Summaries of the project's saves, newest `timestamp` first."""
+    where = SaveFilter(phase=phase, filename=filename, since=since, until=until)
     saves, next_cursor = service.list_saves(
-        session,
-        principal.tenant,
-        project,
-        phase=phase,
-        filename=filename,
-        since=since,
-        until=until,
-        cursor=cursor,
-        limit=limit,
+        session, principal.tenant, project, where, cursor, limit
     )
     return Page(items=saves, next_cursor=next_cursor)
 
