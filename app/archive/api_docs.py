@@ -16,6 +16,21 @@ DOCS = DomainDocs(
             "Download a project as a .tar.gz",
             {200: Reply("The archive, streamed.", media_type="application/gzip")},
         ),
+        f"GET {PREFIX}/archive/members": Operation(
+            "List the files a project's archive holds",
+            {
+                200: Reply(
+                    "Their paths, in path order.",
+                    {
+                        "items": [
+                            {"path": ".atari/state.json"},
+                            {"path": "mdan/mdan-save-1705314225.json"},
+                        ],
+                        "next_cursor": None,
+                    },
+                )
+            },
+        ),
         # The body is a binary .tar.gz: Swagger UI offers a file picker, no example text.
         f"POST {PREFIX}/archive": Operation(
             "Import a project's .tar.gz",

@@ -3,15 +3,17 @@ from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.archive import service
-from app.archive.schemas import ArchiveReport
+from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.core.body import BulkBodyRoute, RawBody, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.errors import PROBLEM_MEDIA_TYPE
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
+from app.core.pagination import Cursor, Limit
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
 from app.core.routing import GatedRouter
+from app.core.schemas import Page
 from app.formats.archive import MEDIA_TYPE
 from app.idempotency.service import Idempotency, IdempotencyDep
 
@@ -63,6 +65,20 @@ async def export_archive(
         headers={"Content-Disposition": f'attachment; filename="{project}.tar.gz"'},
         on_close=turn.release,
     )
+
+
+@router.get("/archive/members", response_model=Page[ArchiveMember])
+def list_archive_members(
+    project: ProjectName,
+    session: ReadSession,
+    principal: Reader,
+    cursor: Cursor = None,
+    limit: Limit = 50,
+) -> Page[ArchiveMember]:
+    """The paths of the files the archive export would hold, in path order, without building
+    it: no contents are read, and no export turn is taken."""
+    members, next_cursor = service.list_members(session, principal.tenant, project, cursor, limit)
+    return Page(items=members, next_cursor=next_cursor)
 
 
 @router.post(

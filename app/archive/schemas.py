@@ -5,6 +5,15 @@ from pydantic import BaseModel, Field
 from app.archive.layout import Kind
 
 
+class ArchiveMember(BaseModel):
+    """A file of the project, by its path in the archive, without its contents."""
+
+    path: str = Field(
+        description="The member's path in the archive: the tools' on-disk layout "
+        "(`mdan/mdan-save-1705314225.json`, `features/{feature}/context.json`, ...)."
+    )
+
+
 class ImportedMember(BaseModel):
     path: str = Field(description="The member's path in the archive.")
     kind: Kind

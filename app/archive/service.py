@@ -8,6 +8,7 @@ for every member, then their store step), each in a savepoint of its own: a bad 
 reported with the problem its route would have answered and never undoes or stops the others.
 """
 
+import bisect
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ from app.archive import layout
 from app.archive.layout import Kind, Target
 from app.archive.repository import ArchiveRepository
 from app.archive.schemas import (
+    ArchiveMember,
     ArchiveReport,
     ImportedMember,
     MemberWarning,
@@ -42,6 +44,7 @@ from app.core.errors import (
     NotFound,
     Problem,
 )
+from app.core.pagination import decode_position, encode_position
 from app.features import service as features
 from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
@@ -160,6 +163,23 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
                 lambda s, k=item_kind: memory.items_file(s, tenant, project, k, None),
             )
     return list(planned.values())
+
+
+_MEMBER_KEYS = ["path"]
+
+
+def list_members(
+    session: Session, tenant: str, project: str, cursor: str | None, limit: int
+) -> tuple[list[ArchiveMember], str | None]:
+    """A page of the archive's members by path, from the listings the export plans with (names
+    and times, no contents): what a client lists without building the archive."""
+    paths = sorted(member.path for member in plan_export(session, tenant, project))
+    if cursor is not None:
+        (after,) = decode_position(_MEMBER_KEYS, [str], cursor)
+        paths = paths[bisect.bisect_right(paths, after) :]
+    page = [ArchiveMember(path=path) for path in paths[:limit]]
+    more = len(paths) > limit
+    return page, encode_position(_MEMBER_KEYS, [page[-1].path]) if more else None
 
 
 def write_archive(session: Session, tenant: str, project: str, level: int, out: BinaryIO) -> None:

@@ -5,13 +5,15 @@ answer. ``ContextStoreClient`` and ``AsyncContextStoreClient`` both inherit thes
 # (about 5 ms), which a route's first call pays instead of every import.
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, TypeVar
 from urllib.parse import quote
 
+import httpx
+
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
-from app.archive.schemas import ArchiveReport
+from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.client.calls import Call, Document, document, model, nothing, text
 from app.client.endpoint import endpoint
 from app.core.schemas import Page
@@ -41,28 +43,66 @@ from app.runs.schemas import IterationResult, LoadResult, RunSummary, StateRecei
 from app.saves.schemas import PruneResult, ResumeResult, SaveReceipt, SaveSummary
 
 JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
 MemoryItemKind = Literal["decisions", "failures", "constraints"]
 MemoryFileName = Literal[
     "running-summary.json", "key-decisions.json", "failure-memory.json", "active-constraints.json"
 ]
 Style = Literal["camel", "snake"]
+T = TypeVar("T")
 
 
 def _segment(name: str) -> str:
     """A name as one path segment: escaped, so that no name is another path or a query, and a
-    name of dots is not a step up (the URL's dot segments would be resolved away)."""
+    name of dots is not a step up (the URL's dot segments would be resolved away). An empty
+    name is refused: its empty segment would be another route's path."""
+    if not name:
+        raise ValueError("A name in a route's path cannot be empty.")
     escaped = quote(name, safe="")
     return escaped.replace(".", "%2E") if not escaped.strip(".") else escaped
 
 
-def _project(project: str) -> str:
-    return f"/v1/projects/{_segment(project)}"
+# A route's path by its shape: each name in it escaped as one segment, then ``rest`` (``/saves``,
+# ``/state:load``) as written. Every route builds its path with one of these, so that no route
+# can put a name into its path unescaped.
 
 
-def _conditions(
-    if_match: str | None = None, if_none_match: str | None = None
+def _project(project: str, rest: str = "") -> str:
+    return f"/v1/projects/{_segment(project)}{rest}"
+
+
+def _agent(project: str, agent: str, rest: str) -> str:
+    return _project(project, f"/agents/{_segment(agent)}{rest}")
+
+
+def _agent_memory(project: str, agent: str, memory: MemoryFile) -> str:
+    return _agent(project, agent, f"/memory/{MemoryFile(memory).value}")
+
+
+def _run(project: str, run: str, rest: str = "") -> str:
+    return _project(project, f"/runs/{_segment(run)}{rest}")
+
+
+def _feature(project: str, feature: str, rest: str) -> str:
+    return _project(project, f"/features/{_segment(feature)}{rest}")
+
+
+def _memory_item(project: str, kind: MemoryItemKind, item_id: str) -> str:
+    return _project(project, f"/memory/{_segment(kind)}/{_segment(item_id)}")
+
+
+def _headers(
+    *,
+    if_match: str | None = None,
+    if_none_match: str | None = None,
+    idempotency_key: str | None = None,
 ) -> dict[str, str | None]:
-    return {"If-Match": if_match, "If-None-Match": if_none_match}
+    """The optional request headers; one that is None is not sent."""
+    return {
+        "If-Match": if_match,
+        "If-None-Match": if_none_match,
+        "Idempotency-Key": idempotency_key,
+    }
 
 
 def _download(
@@ -70,7 +110,7 @@ def _download(
 ) -> Call[Document]:
     """A file's download; with ``if_none_match`` (an ETag of a copy the caller holds), a
     ``Document`` with ``modified=False`` and no content when that copy is still current."""
-    headers = {"Accept": accept, **_conditions(if_none_match=if_none_match)}
+    headers = {"Accept": accept, **_headers(if_none_match=if_none_match)}
     return Call("GET", path, document, params={"style": style}, headers=headers)
 
 
@@ -81,6 +121,27 @@ class _Body(TypedDict):
 
 def _body(content: bytes, media_type: str = JSON, /, **headers: str | None) -> _Body:
     return {"content": content, "headers": {"Content-Type": media_type, **headers}}
+
+
+def _replace(
+    path: str,
+    parse: Callable[[httpx.Response], T],
+    content: bytes,
+    if_match: str | None,
+    if_none_match: str | None,
+) -> Call[T]:
+    """A file's PUT: its JSON bytes, on the conditions given."""
+    headers = _headers(if_match=if_match, if_none_match=if_none_match)
+    return Call("PUT", path, parse, **_body(content, **headers))
+
+
+def _delete(path: str, if_match: str | None) -> Call[None]:
+    return Call("DELETE", path, nothing, headers=_headers(if_match=if_match))
+
+
+def _given(fields: dict[str, Any]) -> dict[str, Any]:
+    """A JSON body of the fields given: one left out takes the route's default."""
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 class Routes:
@@ -113,7 +174,7 @@ class Routes:
 
     @endpoint
     def delete_project(self, project: str, *, if_match: str | None = None) -> Call[None]:
-        return Call("DELETE", _project(project), nothing, headers=_conditions(if_match))
+        return _delete(_project(project), if_match)
 
     # Saves.
 
@@ -131,10 +192,10 @@ class Routes:
         media_type = "application/gzip" if is_gzip(content) else JSON
         return Call(
             "POST",
-            f"{_project(project)}/saves",
+            _project(project, "/saves"),
             model(SaveReceipt),
             params={"filename": filename},
-            **_body(content, media_type, **{"Idempotency-Key": idempotency_key}),
+            **_body(content, media_type, **_headers(idempotency_key=idempotency_key)),
         )
 
     @endpoint
@@ -143,23 +204,32 @@ class Routes:
         project: str,
         *,
         phase: str | None = None,
+        filename: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
         cursor: str | None = None,
         limit: int | None = None,
     ) -> Call[Page[SaveSummary]]:
-        params = {"phase": phase, "since": since, "until": until, "cursor": cursor, "limit": limit}
-        return Call("GET", f"{_project(project)}/saves", model(Page[SaveSummary]), params=params)
+        params = {
+            "phase": phase,
+            "filename": filename,
+            "since": since,
+            "until": until,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        path = _project(project, "/saves")
+        return Call("GET", path, model(Page[SaveSummary]), params=params)
 
     @endpoint
     def latest_save(self, project: str, *, if_none_match: str | None = None) -> Call[Document]:
-        return _download(f"{_project(project)}/saves/latest", if_none_match)
+        return _download(_project(project, "/saves/latest"), if_none_match)
 
     @endpoint
     def export_save(
         self, project: str, save_id: int, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/saves/{save_id}", if_none_match)
+        return _download(_project(project, f"/saves/{save_id}"), if_none_match)
 
     @endpoint
     def resume_save(
@@ -170,22 +240,17 @@ class Routes:
         if_match: str | None = None,
         idempotency_key: str | None = None,
     ) -> Call[ResumeResult]:
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        return Call(
-            "POST",
-            f"{_project(project)}/saves/{save_id}/resume",
-            model(ResumeResult),
-            headers=headers,
-        )
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _project(project, f"/saves/{save_id}/resume")
+        return Call("POST", path, model(ResumeResult), headers=headers)
 
     @endpoint
     def delete_save(self, project: str, save_id: int, *, if_match: str | None = None) -> Call[None]:
-        path = f"{_project(project)}/saves/{save_id}"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_project(project, f"/saves/{save_id}"), if_match)
 
     @endpoint
     def prune_saves(self, project: str, keep_latest: int) -> Call[PruneResult]:
-        path = f"{_project(project)}/saves:prune"
+        path = _project(project, "/saves:prune")
         return Call("POST", path, model(PruneResult), json={"keep_latest": keep_latest})
 
     # Agents: working context snapshots, memory, restore.
@@ -200,27 +265,20 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[SnapshotReceipt]:
-        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
-        return Call(
-            "PUT",
-            path,
-            model(SnapshotReceipt),
-            **_body(content, **_conditions(if_match, if_none_match)),
-        )
+        path = _agent(project, agent, "/working-context-snapshot")
+        return _replace(path, model(SnapshotReceipt), content, if_match, if_none_match)
 
     @endpoint
     def get_snapshot(
         self, project: str, agent: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
-        return _download(path, if_none_match)
+        return _download(_agent(project, agent, "/working-context-snapshot"), if_none_match)
 
     @endpoint
     def delete_snapshot(
         self, project: str, agent: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/agents/{_segment(agent)}/working-context-snapshot"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_agent(project, agent, "/working-context-snapshot"), if_match)
 
     @endpoint
     def append_memory(
@@ -233,8 +291,8 @@ class Routes:
         idempotency_key: str | None = None,
     ) -> Call[AppendReceipt]:
         """``items``: a list of items, or JSONL bytes (one item a line)."""
-        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
-        headers = {"Idempotency-Key": idempotency_key}
+        path = _agent_memory(project, agent, memory)
+        headers = _headers(idempotency_key=idempotency_key)
         if isinstance(items, bytes):
             body = _body(items, NDJSON_MEDIA_TYPE, **headers)
             return Call("POST", path, model(AppendReceipt), **body)
@@ -250,8 +308,8 @@ class Routes:
         cursor: str | None = None,
         limit: int | None = None,
     ) -> Call[Page[dict[str, Any]]]:
-        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
         params = {"cursor": cursor, "limit": limit}
+        path = _agent_memory(project, agent, memory)
         return Call("GET", path, model(Page[dict[str, Any]]), params=params)
 
     @endpoint
@@ -259,7 +317,7 @@ class Routes:
         self, project: str, agent: str, memory: MemoryFile, *, if_none_match: str | None = None
     ) -> Call[Document]:
         """The whole JSONL file, as autobyteus writes it."""
-        path = f"{_project(project)}/agents/{_segment(agent)}/memory/{MemoryFile(memory).value}"
+        path = _agent_memory(project, agent, memory)
         return _download(path, if_none_match, accept=NDJSON_MEDIA_TYPE)
 
     @endpoint
@@ -281,8 +339,8 @@ class Routes:
             "max_semantic": max_semantic,
             "raw_tail_turns": raw_tail_turns,
         }
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/agents/{_segment(agent)}/restore"
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _agent(project, agent, "/restore")
         return Call("POST", path, model(RestoreResult), json=body, headers=headers)
 
     # Runs (atari).
@@ -292,7 +350,7 @@ class Routes:
         self, project: str, *, cursor: str | None = None, limit: int | None = None
     ) -> Call[Page[RunSummary]]:
         params = {"cursor": cursor, "limit": limit}
-        return Call("GET", f"{_project(project)}/runs", model(Page[RunSummary]), params=params)
+        return Call("GET", _project(project, "/runs"), model(Page[RunSummary]), params=params)
 
     @endpoint
     def put_state(
@@ -304,29 +362,29 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[StateReceipt]:
-        path = f"{_project(project)}/runs/{_segment(run)}/state"
-        body = _body(content, **_conditions(if_match, if_none_match))
-        return Call("PUT", path, model(StateReceipt), **body)
+        path = _run(project, run, "/state")
+        return _replace(path, model(StateReceipt), content, if_match, if_none_match)
 
     @endpoint
     def export_state(
         self, project: str, run: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/runs/{_segment(run)}/state", if_none_match)
+        return _download(_run(project, run, "/state"), if_none_match)
 
     @endpoint
     def export_backup(
         self, project: str, run: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/runs/{_segment(run)}/state/backup", if_none_match)
+        return _download(_run(project, run, "/state/backup"), if_none_match)
 
     @endpoint
     def load_state(
         self, project: str, run: str, content: bytes, *, idempotency_key: str | None = None
     ) -> Call[LoadResult]:
         """atari's own load of a file from disk: any bytes."""
-        path = f"{_project(project)}/runs/{_segment(run)}/state:load"
-        body = _body(content, "application/octet-stream", **{"Idempotency-Key": idempotency_key})
+        path = _run(project, run, "/state:load")
+        headers = _headers(idempotency_key=idempotency_key)
+        body = _body(content, "application/octet-stream", **headers)
         return Call("POST", path, model(LoadResult), **body)
 
     @endpoint
@@ -341,15 +399,10 @@ class Routes:
         if_match: str | None = None,
         idempotency_key: str | None = None,
     ) -> Call[IterationResult]:
-        body = {"bead_id": bead_id, "attempt": attempt, "at": at}
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        return Call(
-            "POST",
-            f"{_project(project)}/runs/{_segment(run)}/iterations",
-            model(IterationResult),
-            json={name: value for name, value in body.items() if value is not None},
-            headers=headers,
-        )
+        body = _given({"bead_id": bead_id, "attempt": attempt, "at": at})
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _run(project, run, "/iterations")
+        return Call("POST", path, model(IterationResult), json=body, headers=headers)
 
     @endpoint
     def end_iteration(
@@ -374,27 +427,22 @@ class Routes:
             "cost": cost,
             "turns": turns,
         }
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        return Call(
-            "POST",
-            f"{_project(project)}/runs/{_segment(run)}/iterations/end",
-            model(IterationResult),
-            json={name: value for name, value in body.items() if value is not None},
-            headers=headers,
-        )
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _run(project, run, "/iterations/end")
+        return Call("POST", path, model(IterationResult), json=_given(body), headers=headers)
 
     @endpoint
     def patch_state(
         self, project: str, run: str, changes: dict[str, Any], *, if_match: str | None = None
     ) -> Call[RunSummary]:
         """``changes``: the fields to set; None or "" clears an optional one."""
-        path = f"{_project(project)}/runs/{_segment(run)}/state"
-        return Call("PATCH", path, model(RunSummary), json=changes, headers=_conditions(if_match))
+        headers = _headers(if_match=if_match)
+        path = _run(project, run, "/state")
+        return Call("PATCH", path, model(RunSummary), json=changes, headers=headers)
 
     @endpoint
     def delete_run(self, project: str, run: str, *, if_match: str | None = None) -> Call[None]:
-        path = f"{_project(project)}/runs/{_segment(run)}"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_run(project, run), if_match)
 
     # Feature contexts and handovers (sdd-unified).
 
@@ -405,10 +453,10 @@ class Routes:
         """A context from the template; returns the new ``context.json``."""
         return Call(
             "POST",
-            f"{_project(project)}/features",
+            _project(project, "/features"),
             document,
             json={"feature_id": feature_id},
-            headers={"Idempotency-Key": idempotency_key},
+            headers=_headers(idempotency_key=idempotency_key),
         )
 
     @endpoint
@@ -427,14 +475,14 @@ class Routes:
             "cursor": cursor,
             "limit": limit,
         }
-        path = f"{_project(project)}/features"
+        path = _project(project, "/features")
         return Call("GET", path, model(Page[FeatureSummary]), params=params)
 
     @endpoint
     def export_context(
         self, project: str, feature: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(f"{_project(project)}/features/{_segment(feature)}/context", if_none_match)
+        return _download(_feature(project, feature, "/context"), if_none_match)
 
     @endpoint
     def put_context(
@@ -446,33 +494,29 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[FeatureSummary]:
-        path = f"{_project(project)}/features/{_segment(feature)}/context"
-        body = _body(content, **_conditions(if_match, if_none_match))
-        return Call("PUT", path, model(FeatureSummary), **body)
+        path = _feature(project, feature, "/context")
+        return _replace(path, model(FeatureSummary), content, if_match, if_none_match)
 
     @endpoint
     def patch_context(
         self, project: str, feature: str, patch: dict[str, Any], *, if_match: str | None = None
     ) -> Call[Document]:
         """A JSON merge patch (RFC 7396); returns the new ``context.json``."""
-        path = f"{_project(project)}/features/{_segment(feature)}/context"
-        headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
+        headers = {**_headers(if_match=if_match), "Content-Type": MERGE_PATCH}
+        path = _feature(project, feature, "/context")
         return Call("PATCH", path, document, json=patch, headers=headers)
 
     @endpoint
     def delete_context(
         self, project: str, feature: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/features/{_segment(feature)}/context"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_feature(project, feature, "/context"), if_match)
 
     @endpoint
     def export_workflow(
         self, project: str, feature: str, *, if_none_match: str | None = None
     ) -> Call[Document]:
-        return _download(
-            f"{_project(project)}/features/{_segment(feature)}/workflow", if_none_match
-        )
+        return _download(_feature(project, feature, "/workflow"), if_none_match)
 
     @endpoint
     def put_workflow(
@@ -484,16 +528,14 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[WorkflowSummary]:
-        path = f"{_project(project)}/features/{_segment(feature)}/workflow"
-        body = _body(content, **_conditions(if_match, if_none_match))
-        return Call("PUT", path, model(WorkflowSummary), **body)
+        path = _feature(project, feature, "/workflow")
+        return _replace(path, model(WorkflowSummary), content, if_match, if_none_match)
 
     @endpoint
     def delete_workflow(
         self, project: str, feature: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/features/{_segment(feature)}/workflow"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_feature(project, feature, "/workflow"), if_match)
 
     @endpoint
     def append_handover(
@@ -507,8 +549,8 @@ class Routes:
     ) -> Call[HandoverAppended]:
         """``note``: from_agent, to_agent, task_completed, message, and optionally
         timestamp, critical_points, artifacts_created."""
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{_segment(feature)}/handovers"
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _feature(project, feature, "/handovers")
         return Call("POST", path, model(HandoverAppended), json=note, headers=headers)
 
     @endpoint
@@ -531,7 +573,7 @@ class Routes:
             "cursor": cursor,
             "limit": limit,
         }
-        path = f"{_project(project)}/handovers"
+        path = _project(project, "/handovers")
         return Call("GET", path, model(Page[HandoverItem]), params=params)
 
     @endpoint
@@ -553,8 +595,8 @@ class Routes:
             "rejecting_agents": list(rejecting_agents),
             "issues_count": issues_count,
         }
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{_segment(feature)}/reviews"
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _feature(project, feature, "/reviews")
         return Call("POST", path, model(BreakerChange), json=body, headers=headers)
 
     @endpoint
@@ -566,8 +608,8 @@ class Routes:
         if_match: str | None = None,
         idempotency_key: str | None = None,
     ) -> Call[BreakerChange]:
-        headers = {**_conditions(if_match), "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/features/{_segment(feature)}/circuit-breaker:reset"
+        headers = _headers(if_match=if_match, idempotency_key=idempotency_key)
+        path = _feature(project, feature, "/circuit-breaker:reset")
         return Call("POST", path, model(BreakerChange), headers=headers)
 
     # Project memory (Context Agent).
@@ -576,7 +618,7 @@ class Routes:
     def get_running_summary(
         self, project: str, *, style: Style | None = None, if_none_match: str | None = None
     ) -> Call[Document]:
-        path = f"{_project(project)}/memory/running-summary"
+        path = _project(project, "/memory/running-summary")
         return _download(path, if_none_match, style=style)
 
     @endpoint
@@ -588,9 +630,8 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[SummaryReceipt]:
-        path = f"{_project(project)}/memory/running-summary"
-        body = _body(content, **_conditions(if_match, if_none_match))
-        return Call("PUT", path, model(SummaryReceipt), **body)
+        path = _project(project, "/memory/running-summary")
+        return _replace(path, model(SummaryReceipt), content, if_match, if_none_match)
 
     @endpoint
     def export_memory_file(
@@ -601,7 +642,7 @@ class Routes:
         style: Style | None = None,
         if_none_match: str | None = None,
     ) -> Call[Document]:
-        path = f"{_project(project)}/memory/files/{name}"
+        path = _project(project, f"/memory/files/{_segment(name)}")
         return _download(path, if_none_match, style=style)
 
     @endpoint
@@ -614,10 +655,9 @@ class Routes:
         if_match: str | None = None,
         if_none_match: str | None = None,
     ) -> Call[SummaryReceipt | FileReceipt]:
-        path = f"{_project(project)}/memory/files/{name}"
+        path = _project(project, f"/memory/files/{_segment(name)}")
         receipt = SummaryReceipt if name == "running-summary.json" else FileReceipt
-        body = _body(content, **_conditions(if_match, if_none_match))
-        return Call("PUT", path, model(receipt), **body)
+        return _replace(path, model(receipt), content, if_match, if_none_match)
 
     @endpoint
     def list_memory_items(
@@ -652,7 +692,7 @@ class Routes:
             "cursor": cursor,
             "limit": limit,
         }
-        path = f"{_project(project)}/memory/{kind}"
+        path = _project(project, f"/memory/{_segment(kind)}")
         return Call("GET", path, model(Page[MemoryItemPublic]), params=params)
 
     @endpoint
@@ -664,16 +704,15 @@ class Routes:
         *,
         idempotency_key: str | None = None,
     ) -> Call[ItemCreated]:
-        path = f"{_project(project)}/memory/{kind}"
-        headers = {"Idempotency-Key": idempotency_key}
+        path = _project(project, f"/memory/{_segment(kind)}")
+        headers = _headers(idempotency_key=idempotency_key)
         return Call("POST", path, model(ItemCreated), json=item, headers=headers)
 
     @endpoint
     def get_memory_item(
         self, project: str, kind: MemoryItemKind, item_id: str
     ) -> Call[MemoryItemPublic]:
-        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
-        return Call("GET", path, model(MemoryItemPublic))
+        return Call("GET", _memory_item(project, kind, item_id), model(MemoryItemPublic))
 
     @endpoint
     def patch_memory_item(
@@ -685,20 +724,20 @@ class Routes:
         *,
         if_match: str | None = None,
     ) -> Call[MemoryItemPublic]:
-        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
-        headers = {**_conditions(if_match), "Content-Type": "application/merge-patch+json"}
+        headers = {**_headers(if_match=if_match), "Content-Type": MERGE_PATCH}
+        path = _memory_item(project, kind, item_id)
         return Call("PATCH", path, model(MemoryItemPublic), json=patch, headers=headers)
 
     @endpoint
     def delete_memory_item(
         self, project: str, kind: MemoryItemKind, item_id: str, *, if_match: str | None = None
     ) -> Call[None]:
-        path = f"{_project(project)}/memory/{kind}/{_segment(item_id)}"
-        return Call("DELETE", path, nothing, headers=_conditions(if_match))
+        return _delete(_memory_item(project, kind, item_id), if_match)
 
     @endpoint
     def memory_maintenance(self, project: str) -> Call[MaintenanceResult]:
-        return Call("POST", f"{_project(project)}/memory/maintenance", model(MaintenanceResult))
+        path = _project(project, "/memory/maintenance")
+        return Call("POST", path, model(MaintenanceResult))
 
     @endpoint
     def context_pack(
@@ -710,7 +749,7 @@ class Routes:
         max_tokens: int | None = None,
     ) -> Call[ContextPack]:
         params = {"feature_id": feature_id, "about": about, "max_tokens": max_tokens}
-        path = f"{_project(project)}/memory/context"
+        path = _project(project, "/memory/context")
         return Call("GET", path, model(ContextPack), params=params)
 
     # Project archive.
@@ -718,7 +757,16 @@ class Routes:
     @endpoint
     def export_archive(self, project: str) -> Call[Document]:
         """The whole project as a .tar.gz (``content``); see also ``download_archive``."""
-        return Call("GET", f"{_project(project)}/archive", document)
+        return Call("GET", _project(project, "/archive"), document)
+
+    @endpoint
+    def list_archive_members(
+        self, project: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> Call[Page[ArchiveMember]]:
+        """The paths the archive would hold, without building it."""
+        params = {"cursor": cursor, "limit": limit}
+        path = _project(project, "/archive/members")
+        return Call("GET", path, model(Page[ArchiveMember]), params=params)
 
     @endpoint
     def import_archive(
@@ -729,8 +777,8 @@ class Routes:
         idempotency_key: str | None = None,
     ) -> Call[ArchiveReport]:
         """``content``: a .tar.gz, as bytes or as chunks (to report progress)."""
-        headers = {"Content-Type": ARCHIVE_MEDIA_TYPE, "Idempotency-Key": idempotency_key}
-        path = f"{_project(project)}/archive"
+        headers = {"Content-Type": ARCHIVE_MEDIA_TYPE, **_headers(idempotency_key=idempotency_key)}
+        path = _project(project, "/archive")
         return Call("POST", path, model(ArchiveReport), content=content, headers=headers)
 
     # API keys (admin scope; the caller's own tenant).

@@ -12,6 +12,9 @@ from pydantic import BeforeValidator
 
 from app.formats import jsondoc
 
+# The largest page of any list.
+MAX_LIMIT = 500
+
 # The one pattern every name in a path (project, agent, run, feature, bead, tenant) obeys.
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IDENTIFIER_RULE = (

@@ -12,13 +12,11 @@ from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
+from app.core.constraints import MAX_LIMIT
 from app.core.db import searchable
 from app.core.errors import FieldError, InvalidContent
 from app.formats.jsondoc import INT64
 from app.formats.timestamps import to_utc
-
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 500
 
 Row = TypeVar("Row")
 
@@ -80,23 +78,35 @@ def _invalid_cursor() -> InvalidContent:
     )
 
 
-def encode_cursor(keys: list[SortKey], row: Any) -> str:
-    values = [_encode_value(getattr(row, key.column.key)) for key in keys]
-    payload = {"k": [key.column.key for key in keys], "v": values}
+def encode_position(names: list[str], values: list[Any]) -> str:
+    """A cursor: the sort keys' names and the last item's values."""
+    payload = {"k": names, "v": [_encode_value(value) for value in values]}
     return base64.urlsafe_b64encode(orjson.dumps(payload)).decode().rstrip("=")
 
 
-def decode_cursor(keys: list[SortKey], cursor: str) -> list[Any]:
+def decode_position(names: list[str], types: list[type], cursor: str) -> list[Any]:
+    """The values of a cursor ``encode_position`` made for keys ``names`` of ``types``; any
+    other text is the caller's 422."""
     try:
         payload = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if payload["k"] != [key.column.key for key in keys] or len(payload["v"]) != len(keys):
+        if payload["k"] != names or len(payload["v"]) != len(names):
             raise ValueError("cursor for another list")
         return [
-            _decode_value(value, key.column.type.python_type)
-            for key, value in zip(keys, payload["v"], strict=True)
+            _decode_value(value, expected)
+            for expected, value in zip(types, payload["v"], strict=True)
         ]
     except (ValueError, TypeError, KeyError, orjson.JSONDecodeError) as exc:
         raise _invalid_cursor() from exc
+
+
+def encode_cursor(keys: list[SortKey], row: Any) -> str:
+    names = [key.column.key for key in keys]
+    return encode_position(names, [getattr(row, name) for name in names])
+
+
+def decode_cursor(keys: list[SortKey], cursor: str) -> list[Any]:
+    names = [key.column.key for key in keys]
+    return decode_position(names, [key.column.type.python_type for key in keys], cursor)
 
 
 def paginate(

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 from sqlmodel import Session
 
+from app.core.constraints import MAX_LIMIT
 from app.core.db import utcnow
 from app.core.errors import NotFound
-from app.core.pagination import MAX_LIMIT
 from app.core.security import Principal, Scope, format_scopes, generate_key, hash_key
 from app.keys.models import ApiKey
 from app.keys.repository import ApiKeyRepository

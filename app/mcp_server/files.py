@@ -3,33 +3,31 @@ the file's place in the project's layout (``app/archive/layout.py``, which the a
 and ``push``/``pull`` share) and its contents are what the file's own export route answers.
 """
 
-import io
-import tarfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from app.agents.schemas import MemoryFile
 from app.archive import layout
 from app.client import AsyncContextStoreClient, Document
+from app.core.constraints import MAX_LIMIT
 from app.formats.agent_memory import FILENAMES, NDJSON_MEDIA_TYPE, MemoryKind
 
 SCHEME = "context-store"
+# Files of a project a resources/list page holds at most.
+PAGE_SIZE = MAX_LIMIT
 JSON = "application/json"
 
 Export = Callable[[AsyncContextStoreClient, str, layout.Target], Awaitable[Document]]
 
 
 async def _save(store: AsyncContextStoreClient, project: str, target: layout.Target) -> Document:
-    """A save by its file name: the routes address saves by id, the layout by name."""
-    cursor: str | None = None
-    while True:
-        page = await store.list_saves(project, cursor=cursor, limit=500)
-        for save in page.items:
-            if target.name in (save.filename, f"{save.filename}.gz"):
-                return await store.export_save(project, save.id)
-        if page.next_cursor is None:
-            raise LookupError(f"{project} has no save {target.name}")
-        cursor = page.next_cursor
+    """A save by its file name (the routes address saves by id, the layout by name): the newest
+    of that name, as the archive keeps it. The archive's ``.json.gz`` of a large save is the
+    same file."""
+    named = await store.list_saves(project, filename=target.name.removesuffix(".gz"), limit=1)
+    if not named.items:
+        raise LookupError(f"{project} has no save {target.name}")
+    return await store.export_save(project, named.items[0].id)
 
 
 def _memory_file(kind: MemoryKind | None) -> MemoryFile:
@@ -81,11 +79,13 @@ async def read(store: AsyncContextStoreClient, project: str, path: str) -> bytes
     return document.content
 
 
-async def paths(store: AsyncContextStoreClient, project: str) -> list[str]:
-    """Every file the project holds, by its path: the members of its archive export."""
-    archive = await store.export_archive(project)
-    with tarfile.open(fileobj=io.BytesIO(archive.content), mode="r:gz") as members:
-        return [_resource_path(member.name) for member in members if member.isfile()]
+async def paths(
+    store: AsyncContextStoreClient, project: str, cursor: str | None
+) -> tuple[list[str], str | None]:
+    """A page of the project's files by path, and the cursor of the next: the archive's
+    members, listed without building the archive."""
+    page = await store.list_archive_members(project, cursor=cursor, limit=PAGE_SIZE)
+    return [_resource_path(member.path) for member in page.items], page.next_cursor
 
 
 def _resource_path(member: str) -> str:

@@ -15,11 +15,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.routing import Match, Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from app.client import AsyncContextStoreClient
 from app.core.config import Settings
 from app.core.deps import authenticated
+from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
+from app.core.rebinding import MisdirectedRequest
 from app.mcp_server.server import ContextStoreServer, build_server
 
 PATH = "/mcp"
@@ -44,6 +46,43 @@ def _transport_security(settings: Settings) -> TransportSecuritySettings:
         allowed_hosts=list(allowed.hosts),
         allowed_origins=list(allowed.origins),
     )
+
+
+# The SDK's own refusals before the protocol starts, which it answers in plain text (a
+# Content-Type that is not JSON, a body over the limit, the Host and Origin checks): the
+# problem every other route answers with that status.
+SDK_REFUSALS: dict[int, type[Problem]] = {
+    400: MalformedBody,
+    403: Forbidden,
+    413: ContentTooLarge,
+    421: MisdirectedRequest,
+}
+
+
+def _as_problems(request: Request, send: Send) -> Send:
+    """``send``, with each of the SDK's plain-text refusals (``SDK_REFUSALS``) turned into
+    problem+json carrying its text as the detail. A JSON answer (the protocol's own errors,
+    which MCP clients read) passes as it is."""
+    refusal: type[Problem] | None = None
+    text = bytearray()
+
+    async def sending(message: Message) -> None:
+        nonlocal refusal
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers", []))
+            if b"json" not in headers.get(b"content-type", b""):
+                refusal = SDK_REFUSALS.get(message["status"])
+        if refusal is None:
+            await send(message)
+            return
+        if message["type"] != "http.response.body":
+            return  # the start of the plain answer, held back and replaced
+        text.extend(message.get("body", b""))
+        if not message.get("more_body", False):
+            problem = refusal(text.decode("utf-8", errors="replace"))
+            await problem_response(problem, request)(request.scope, request.receive, send)
+
+    return sending
 
 
 class McpEndpoint:
@@ -79,7 +118,7 @@ class McpEndpoint:
         try:
             manager = self._manager()
             async with manager.run():
-                await manager.handle_request(scope, receive, send)
+                await manager.handle_request(scope, receive, _as_problems(request, send))
         finally:
             _caller.reset(token)
 

@@ -1,18 +1,21 @@
 """The MCP server: the tools, the exported files as resources, and the resume prompt, all
 sending their requests with one client, ``store``."""
 
+import base64
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     CallToolResult,
     GetPromptResult,
@@ -24,8 +27,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from app import __version__
-from app.client import AsyncContextStoreClient, ContextStoreError
+from app.client import AsyncContextStoreClient
 from app.mcp_server import files
+from app.mcp_server.errors import answering
 from app.mcp_server.tools import StoreTools
 
 INSTRUCTIONS = """\
@@ -37,9 +41,36 @@ take over work, list_handovers with your agent name. Every file is also a resour
 context-store://{project}/{path}, as the tool that wrote it laid it out."""
 
 
+@dataclass(frozen=True)
+class _Position:
+    """Where a listing of resources stands: the cursor of ``list_projects`` whose page (of one)
+    is the project being listed, and the cursor of that project's files. Encoded here, not with
+    the routes' cursors (``app/core/pagination.py``), which would load SQLAlchemy into
+    ``context-store mcp``."""
+
+    projects: str | None = None
+    files: str | None = None
+
+    def encode(self) -> str:
+        payload = json.dumps([self.projects, self.files]).encode()
+        return base64.urlsafe_b64encode(payload).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str) -> "_Position":
+        padded = cursor + "=" * (-len(cursor) % 4)
+        try:
+            projects, project_files = json.loads(base64.urlsafe_b64decode(padded))
+            if not all(part is None or isinstance(part, str) for part in (projects, project_files)):
+                raise ValueError("not two cursors")
+        except (ValueError, TypeError):  # binascii's and json's errors are ValueErrors
+            raise MCPError(INVALID_PARAMS, "The cursor is not one this list handed out.") from None
+        return cls(projects, project_files)
+
+
 class ContextStoreServer(MCPServer):
-    """Lists resources one project a page: each page is one archive export, so a tenant with
-    many projects is never read all at once."""
+    """Lists resources a project at a time, each page a page of that project's files (the
+    archive's members, listed without building the archive): bounded however many projects
+    and files a tenant has."""
 
     def __init__(self, store: AsyncContextStoreClient) -> None:
         # MCPServer's constructor calls logging.basicConfig (a rich handler on the root logger
@@ -60,23 +91,31 @@ class ContextStoreServer(MCPServer):
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListResourcesResult:
         cursor = params.cursor if params is not None else None
+        position = _Position.decode(cursor) if cursor is not None else _Position()
         store = self.store
-        try:
-            projects = await store.list_projects(cursor=cursor, limit=1)
-            resources = [
-                Resource(
-                    uri=files.uri(project.name, path),
-                    name=f"{project.name}/{path}",
-                    mime_type=files.media_type(path),
-                )
-                for project in projects.items
-                for path in await files.paths(store, project.name)
-            ]
-        except ContextStoreError as error:  # the caller's cursor or key: its params
-            raise MCPError(INVALID_PARAMS, str(error)) from None
-        except httpx.TransportError as error:
-            raise ResourceError(str(error)) from None
-        return ListResourcesResult(resources=resources, next_cursor=projects.next_cursor)
+        # A 4xx is the caller's cursor: its params.
+        with answering(_invalid_params, ResourceError):
+            projects = await store.list_projects(cursor=position.projects, limit=1)
+            if not projects.items:
+                return ListResourcesResult(resources=[], next_cursor=None)
+            project = projects.items[0].name
+            paths, files_cursor = await files.paths(store, project, position.files)
+        resources = [
+            Resource(
+                uri=files.uri(project, path),
+                name=f"{project}/{path}",
+                mime_type=files.media_type(path),
+            )
+            for path in paths
+        ]
+        if files_cursor is not None:
+            following: _Position | None = _Position(position.projects, files_cursor)
+        elif projects.next_cursor is not None:
+            following = _Position(projects.next_cursor)
+        else:
+            following = None
+        next_cursor = following.encode() if following is not None else None
+        return ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
     async def call_tool(
         self,
@@ -117,6 +156,10 @@ class ContextStoreServer(MCPServer):
         return await super().get_prompt(name, arguments, context)
 
 
+def _invalid_params(text: str) -> MCPError:
+    return MCPError(INVALID_PARAMS, text)
+
+
 def _reader(
     store: AsyncContextStoreClient, template: files.Template
 ) -> Callable[..., Awaitable[str | bytes]]:
@@ -124,10 +167,18 @@ def _reader(
 
     async def read(**values: str) -> str | bytes:
         path = template.path.format(**values)
-        try:
-            content = await files.read(store, values["project"], path)
-        except (ContextStoreError, LookupError, httpx.TransportError) as error:
-            raise ResourceError(str(error)) from None
+        uri = files.uri(values["project"], path)
+        # The route's 4xx (404, another tenant's project included; 422 for a name no file can
+        # have) is the caller's URI: resource not found (SEP-2164: -32602 with the URI in
+        # `data`), not an internal error.
+        with answering(
+            lambda text: ResourceNotFoundError(f"{uri}: {text}"),
+            lambda text: ResourceError(f"{uri}: {text}"),
+        ):
+            try:
+                content = await files.read(store, values["project"], path)
+            except LookupError as error:
+                raise ResourceNotFoundError(f"{uri}: {error}") from None
         try:
             return content.decode()  # text, when it is UTF-8: the same bytes once encoded
         except UnicodeDecodeError:
@@ -149,14 +200,12 @@ def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[st
         """Pick up a project where the last session left it: the context pack (running
         summary, decisions, failures, constraints), the newest save and the notes handed to
         you."""
-        try:
+        # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
+        # rendering prompt" and a logged traceback.
+        with answering(_invalid_params, lambda text: MCPError(INTERNAL_ERROR, text)):
             pack = await store.context_pack(project, feature_id=feature)
             saves = await store.list_saves(project, limit=1)
             handovers = await store.list_handovers(project, to_agent=agent, limit=10)
-        except (ContextStoreError, httpx.TransportError) as error:
-            # An MCP error passes the SDK's prompt wrapper as it is: the problem, not "Error
-            # rendering prompt" and a logged traceback.
-            raise MCPError(INVALID_PARAMS, str(error)) from None
         lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
         if saves.items:
             save = saves.items[0]

@@ -3,7 +3,7 @@
 A tool holds no rule of its own: the route it calls validates, authorises, applies the domain's
 rule and answers; the tool only names the call's arguments and hands back its answer as
 structured content (the route's own response model as ``outputSchema``). A problem answer
-becomes a tool error carrying its title and detail.
+becomes a tool error carrying its title and detail (``app.mcp_server.errors``).
 """
 
 import functools
@@ -11,17 +11,17 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
-import httpx
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
-from app.client import AsyncContextStoreClient, ContextStoreError, Document
+from app.client import AsyncContextStoreClient, Document
 from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.schemas import Page
 from app.features.schemas import BreakerChange, HandoverAppended, HandoverItem
 from app.formats.feature_context import ReviewOutcome
+from app.mcp_server.errors import answering
 from app.memory.schemas import ContextPack, ItemCreated, MemoryItemPublic, SummaryReceipt
 from app.projects.schemas import ProjectPublic
 from app.runs.schemas import IterationResult
@@ -29,6 +29,14 @@ from app.saves.schemas import ResumeResult, SaveReceipt, SaveSummary
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+REPLACES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+# Where ``_tool`` keeps a tool's annotations, on the method itself.
+_ANNOTATIONS = "_tool_annotations"
 
 
 # The path's own pattern, declared in the schema: a name is a path segment of the route it calls.
@@ -56,24 +64,22 @@ class StoredFile(BaseModel):
     document: Any = Field(description="The file's JSON document.")
 
 
-def _problem(error: ContextStoreError) -> ToolError:
-    """The route's problem as the tool error's text: what a model can act on, nothing more."""
-    lines = [f"{error.status} {error.title}" + (f": {error.detail}" if error.detail else "")]
-    lines += [f"{item.get('path') or '(request)'}: {item.get('message')}" for item in error.errors]
-    return ToolError("\n".join(lines))
+def _tool(
+    annotations: ToolAnnotations,
+) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
+    """Makes a method a tool, with what it does to the store: ``StoreTools.all`` lists the
+    methods so marked. A problem answer becomes a tool error carrying its title and detail."""
 
+    def tool(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+        @functools.wraps(method)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            with answering(ToolError, ToolError):
+                return await method(*args, **kwargs)
 
-def _answers_problems(tool: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    @functools.wraps(tool)
-    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await tool(*args, **kwargs)
-        except ContextStoreError as error:
-            raise _problem(error) from None
-        except httpx.TransportError as error:  # over stdio: the server's URL
-            raise ToolError(f"The store could not be reached: {error!r}") from None
+        setattr(call, _ANNOTATIONS, annotations)
+        return call
 
-    return call
+    return tool
 
 
 def _file(document: Document) -> CallToolResult:
@@ -89,12 +95,6 @@ def _file(document: Document) -> CallToolResult:
 
 FileResult = Annotated[CallToolResult, StoredFile]
 
-READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
-REPLACES = ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-)
-
 
 class StoreTools:
     """The tools, bound to where their calls go."""
@@ -104,7 +104,7 @@ class StoreTools:
 
     # Projects.
 
-    @_answers_problems
+    @_tool(READS)
     async def list_projects(
         self, cursor: Cursor = None, limit: Limit = None
     ) -> Page[ProjectPublic]:
@@ -115,7 +115,7 @@ class StoreTools:
 
     # MDAN-AUTO saves.
 
-    @_answers_problems
+    @_tool(WRITES)
     async def save_mdan_save(
         self,
         project: Project,
@@ -135,13 +135,13 @@ class StoreTools:
             project, content, filename=filename, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(READS)
     async def latest_mdan_save(self, project: Project) -> FileResult:
         """The project's newest MDAN-AUTO save, exactly as stored: read it to resume work where
         the last session stopped."""
         return _file(await self.store.latest_save(project))
 
-    @_answers_problems
+    @_tool(READS)
     async def list_mdan_saves(
         self,
         project: Project,
@@ -152,7 +152,7 @@ class StoreTools:
         """The project's MDAN-AUTO saves, newest first: ids, timestamps and phases."""
         return await self.store.list_saves(project, phase=phase, cursor=cursor, limit=limit)
 
-    @_answers_problems
+    @_tool(WRITES)
     async def resume_mdan_save(
         self,
         project: Project,
@@ -165,7 +165,7 @@ class StoreTools:
 
     # Working context snapshots and agent memory (autobyteus).
 
-    @_answers_problems
+    @_tool(REPLACES)
     async def put_working_context_snapshot(
         self,
         project: Project,
@@ -181,12 +181,12 @@ class StoreTools:
         content = json.dumps(snapshot, indent=2).encode()
         return await self.store.put_snapshot(project, agent, content)
 
-    @_answers_problems
+    @_tool(READS)
     async def get_working_context_snapshot(self, project: Project, agent: Name) -> FileResult:
         """The agent's working-context snapshot, exactly as stored."""
         return _file(await self.store.get_snapshot(project, agent))
 
-    @_answers_problems
+    @_tool(WRITES)
     async def append_agent_memory(
         self,
         project: Project,
@@ -204,7 +204,7 @@ class StoreTools:
             project, agent, memory, items, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(WRITES)
     async def restore_agent_context(
         self,
         project: Project,
@@ -229,7 +229,7 @@ class StoreTools:
 
     # Run state (atari).
 
-    @_answers_problems
+    @_tool(WRITES)
     async def start_iteration(
         self,
         project: Project,
@@ -244,7 +244,7 @@ class StoreTools:
             project, run, bead_id, attempt=attempt, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(WRITES)
     async def end_iteration(
         self,
         project: Project,
@@ -270,19 +270,19 @@ class StoreTools:
             idempotency_key=idempotency_key,
         )
 
-    @_answers_problems
+    @_tool(READS)
     async def get_run_state(self, project: Project, run: Name = "default") -> FileResult:
         """The run's state.json, exactly as atari writes it: tasks, attempts, cost, turns."""
         return _file(await self.store.export_state(project, run))
 
     # Feature contexts and handovers (sdd-unified).
 
-    @_answers_problems
+    @_tool(READS)
     async def get_feature_context(self, project: Project, feature: Name) -> FileResult:
         """The feature's context.json: its phase, handover notes, reviews and circuit breaker."""
         return _file(await self.store.export_context(project, feature))
 
-    @_answers_problems
+    @_tool(WRITES)
     async def add_handover(
         self,
         project: Project,
@@ -310,7 +310,7 @@ class StoreTools:
             project, feature, note, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(WRITES)
     async def record_review(
         self,
         project: Project,
@@ -333,7 +333,7 @@ class StoreTools:
             idempotency_key=idempotency_key,
         )
 
-    @_answers_problems
+    @_tool(WRITES)
     async def reset_circuit_breaker(
         self, project: Project, feature: Name, idempotency_key: IdempotencyKey = None
     ) -> BreakerChange:
@@ -342,7 +342,7 @@ class StoreTools:
             project, feature, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(READS)
     async def list_handovers(
         self,
         project: Project,
@@ -365,7 +365,7 @@ class StoreTools:
 
     # Project memory (Context Agent).
 
-    @_answers_problems
+    @_tool(WRITES)
     async def add_memory_item(
         self,
         project: Project,
@@ -386,7 +386,7 @@ class StoreTools:
             project, kind, item, idempotency_key=idempotency_key
         )
 
-    @_answers_problems
+    @_tool(READS)
     async def search_memory(
         self,
         project: Project,
@@ -402,13 +402,13 @@ class StoreTools:
             project, kind, q=q, feature_id=feature_id, cursor=cursor, limit=limit
         )
 
-    @_answers_problems
+    @_tool(READS)
     async def get_running_summary(self, project: Project) -> FileResult:
         """The project's running summary (running-summary.json): what the project is, where
         it stands."""
         return _file(await self.store.get_running_summary(project))
 
-    @_answers_problems
+    @_tool(REPLACES)
     async def put_running_summary(
         self,
         project: Project,
@@ -421,7 +421,7 @@ class StoreTools:
         content = json.dumps(summary, indent=2).encode()
         return await self.store.put_running_summary(project, content)
 
-    @_answers_problems
+    @_tool(READS)
     async def get_context_pack(
         self,
         project: Project,
@@ -440,28 +440,9 @@ class StoreTools:
         )
 
     def all(self) -> list[tuple[Callable[..., Awaitable[Any]], ToolAnnotations]]:
-        """Every tool, with what it does to the store."""
+        """Every tool, in the order written here, with what it does to the store."""
         return [
-            (self.list_projects, READS),
-            (self.save_mdan_save, WRITES),
-            (self.latest_mdan_save, READS),
-            (self.list_mdan_saves, READS),
-            (self.resume_mdan_save, WRITES),
-            (self.put_working_context_snapshot, REPLACES),
-            (self.get_working_context_snapshot, READS),
-            (self.append_agent_memory, WRITES),
-            (self.restore_agent_context, WRITES),
-            (self.start_iteration, WRITES),
-            (self.end_iteration, WRITES),
-            (self.get_run_state, READS),
-            (self.get_feature_context, READS),
-            (self.add_handover, WRITES),
-            (self.record_review, WRITES),
-            (self.reset_circuit_breaker, WRITES),
-            (self.list_handovers, READS),
-            (self.add_memory_item, WRITES),
-            (self.search_memory, READS),
-            (self.get_running_summary, READS),
-            (self.put_running_summary, REPLACES),
-            (self.get_context_pack, READS),
+            (getattr(self, name), getattr(member, _ANNOTATIONS))
+            for name, member in vars(StoreTools).items()
+            if hasattr(member, _ANNOTATIONS)
         ]

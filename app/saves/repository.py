@@ -1,3 +1,4 @@
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -15,6 +16,16 @@ NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
 
 Position = tuple[datetime, int]
 """Where a save stands among its project's saves: its ``timestamp``, then its ``number``."""
+
+
+@dataclass(frozen=True)
+class SaveFilter:
+    """Which of a project's saves a list shows; a filter that is None is left out."""
+
+    phase: str | None = None
+    filename: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 class SaveRepository(ProjectScopedRepository[Save]):
@@ -63,22 +74,17 @@ class SaveRepository(ProjectScopedRepository[Save]):
         return None if row is None else (row[0], row[1])
 
     def page(
-        self,
-        project_id: int,
-        *,
-        phase: str | None,
-        since: datetime | None,
-        until: datetime | None,
-        cursor: str | None,
-        limit: int,
+        self, project_id: int, where: SaveFilter, cursor: str | None, limit: int
     ) -> tuple[list[Save], str | None]:
         statement = select(Save).where(Save.project_id == project_id)
-        if phase is not None:
-            statement = statement.where(Save.current_phase == phase)
-        if since is not None:
-            statement = statement.where(col(Save.timestamp) >= since)
-        if until is not None:
-            statement = statement.where(col(Save.timestamp) <= until)
+        if where.phase is not None:
+            statement = statement.where(Save.current_phase == where.phase)
+        if where.filename is not None:  # ix_saves_project_filename
+            statement = statement.where(Save.filename == where.filename)
+        if where.since is not None:
+            statement = statement.where(col(Save.timestamp) >= where.since)
+        if where.until is not None:
+            statement = statement.where(col(Save.timestamp) <= where.until)
         return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
 
     def delete_before(self, project_id: int, position: Position | None) -> int:

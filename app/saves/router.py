@@ -15,6 +15,7 @@ from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
 from app.saves import service
+from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
 from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
@@ -82,6 +83,14 @@ def list_saves(
     phase: Annotated[
         str | None, Query(description="Only saves whose `phases.current` is this.")
     ] = None,
+    filename: Annotated[
+        str | None,
+        Query(
+            pattern=mdan_save.FILENAME_PATTERN,
+            description="Only saves of this file name (`mdan-save-<unix seconds>.json`): how "
+            "the archive and the MCP resources name a save.",
+        ),
+    ] = None,
     since: Annotated[
         UTCInstant | None, Query(description="Saves with `timestamp` at or after.")
     ] = None,
@@ -92,15 +101,9 @@ def list_saves(
     limit: Limit = 50,
 ) -> Page[SaveSummary]:
     """Summaries of the project's saves, newest `timestamp` first."""
+    where = SaveFilter(phase=phase, filename=filename, since=since, until=until)
     saves, next_cursor = service.list_saves(
-        session,
-        principal.tenant,
-        project,
-        phase=phase,
-        since=since,
-        until=until,
-        cursor=cursor,
-        limit=limit,
+        session, principal.tenant, project, where, cursor, limit
     )
     return Page(items=saves, next_cursor=next_cursor)
 

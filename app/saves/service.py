@@ -1,7 +1,6 @@
 """The rules for context saves: validation with defaults, redaction, retention, resume."""
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlmodel import Session
@@ -17,7 +16,7 @@ from app.projects.repository import ProjectRepository
 from app.projects.service import project_id
 from app.redaction import Redactions, redact_pointer, redact_value
 from app.saves.models import Save
-from app.saves.repository import Position, SaveRepository
+from app.saves.repository import Position, SaveFilter, SaveRepository
 from app.saves.schemas import RedactedSite, SaveReceipt, SaveSummary, SaveWarning
 from app.storage.writes import Write
 
@@ -165,24 +164,10 @@ def latest_file(session: Session, tenant: str, project: str) -> Download:
 
 
 def list_saves(
-    session: Session,
-    tenant: str,
-    project: str,
-    *,
-    phase: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    cursor: str | None,
-    limit: int,
+    session: Session, tenant: str, project: str, where: SaveFilter, cursor: str | None, limit: int
 ) -> tuple[list[SaveSummary], str | None]:
-    saves, next_cursor = SaveRepository(session).page(
-        project_id(session, tenant, project),
-        phase=phase,
-        since=since,
-        until=until,
-        cursor=cursor,
-        limit=limit,
-    )
+    pid = project_id(session, tenant, project)
+    saves, next_cursor = SaveRepository(session).page(pid, where, cursor, limit)
     return [_summary(save) for save in saves], next_cursor
 
 

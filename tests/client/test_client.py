@@ -65,6 +65,7 @@ EXAMPLES: dict[str, tuple[object, ...]] = {
     "memory_maintenance": ("p",),
     "context_pack": ("p",),
     "export_archive": ("p",),
+    "list_archive_members": ("p",),
     "import_archive": ("p", b""),
     "create_key": (["read"],),
     "list_keys": (),
@@ -117,6 +118,27 @@ def test_the_client_has_a_method_for_every_route_and_no_other(app):
     assert reached == _operations(app)
 
 
+@pytest.mark.parametrize("crafted", ["", "../admin/keys?", "a/b", "..", "p#x"])
+def test_no_argument_of_any_method_changes_which_route_it_calls(crafted):
+    """Every value a method puts into its path is one escaped segment, so no argument can make
+    it another route (or this one's query); an empty one is refused, not sent as an empty
+    segment (which would be another route's path, or the collection's)."""
+    for name, args in [*EXAMPLES.items(), *ITEM_EXAMPLES]:
+        build = getattr(Routes, name).build
+        path = build(None, *args).path
+        for position, value in enumerate(args):
+            if not isinstance(value, str):
+                continue
+            changed = (*args[:position], crafted, *args[position + 1 :])
+            try:
+                call = build(None, *changed)
+            except ValueError:  # an empty name, or a memory file no route has
+                continue
+            assert "//" not in call.path and not call.path.endswith("/"), (name, call.path)
+            assert "?" not in call.path and "#" not in call.path, (name, call.path)
+            assert call.path.count("/") == path.count("/"), (name, call.path)
+
+
 def _sync(client: httpx.Client) -> ContextStoreClient:
     return ContextStoreClient(http=client)
 
@@ -129,6 +151,10 @@ def test_documents_round_trip_through_the_client(client, project):
     assert exported.content == python_indent2(seed_save())
     assert exported.filename == receipt.filename and exported.etag
     assert store.list_saves(project).items[0].id == receipt.id
+    assert [s.id for s in store.list_saves(project, filename=receipt.filename).items] == [
+        receipt.id
+    ]
+    assert store.list_saves(project, filename="mdan-save-1.json").items == []
 
     snapshot = golden_bytes("autobyteus/working_context_snapshot.json")
     agent = json.loads(snapshot)["agent_id"]

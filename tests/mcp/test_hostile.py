@@ -173,3 +173,38 @@ def test_a_rejected_argument_is_not_echoed(app, client, name, arguments):
     text = result["content"][0]["text"]
     assert "Zq7Wk2" not in text, text
     assert next(iter(arguments.keys() - {"project", "run", "bead_id"}), "project") in text, text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "features/none/context.json",
+        "features/none/workflow.json",
+        ".atari/runs/none/state.json",
+        "memory/agents/none/working_context_snapshot.json",
+        "mdan/mdan-save-1.json",
+        "no/such/file.json",
+    ],
+)
+def test_a_resource_that_does_not_exist_is_not_found_never_an_internal_error(
+    app, client, project, path, caplog
+):
+    """SEP-2164 (MCP 2026-07-28): resource not found is -32602 with the URI in `data`, as the
+    SDK's own ResourceNotFoundError answers; -32002 is retired. A client's mistake is not
+    -32603 (internal error) and logs no traceback."""
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=DECISION).is_success
+    caplog.set_level(logging.INFO)
+    uri = f"context-store://{project}/{path}"
+    answer = _post(app, key_of(client), "resources/read", {"uri": uri})
+    assert answer["error"]["code"] == INVALID_PARAMS, answer
+    assert uri in answer["error"]["message"], answer
+    assert answer["error"]["data"] == {"uri": uri}, answer
+    _no_error_logged(caplog)
+
+
+def test_another_tenants_resource_is_not_found(app, client, other_client, project):
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=DECISION).is_success
+    uri = f"context-store://{project}/.autonomous/context/key-decisions.json"
+    answer = _post(app, key_of(other_client), "resources/read", {"uri": uri})
+    assert answer["error"]["code"] == INVALID_PARAMS, answer
+    assert uri in answer["error"]["message"] and "404" in answer["error"]["message"], answer

@@ -48,9 +48,9 @@ def test_mcp_takes_a_key_as_every_route_does(app, tenant, header):
 def test_a_request_from_another_host_or_origin_is_refused(app, tenant):
     auth = {"Authorization": f"Bearer {create_key(app, tenant)}"}
     rebound = _post(app, auth, base_url="http://attacker.example")
-    assert rebound.status_code in (403, 421), rebound.text
+    assert_problem(rebound, 421)
     foreign = _post(app, auth | {"Origin": "http://attacker.example"})
-    assert foreign.status_code == 403, foreign.text
+    assert_problem(foreign, 403)
     assert _post(app, auth | {"Origin": "http://localhost:5173"}).status_code == 200
 
 
@@ -121,3 +121,21 @@ def test_mcp_takes_post_only(app, tenant, method):
     response = client.request(method, "/mcp", headers=headers)
     assert_problem(response, 405)
     assert response.headers["allow"] == "POST"
+
+
+def test_the_sdks_own_refusals_are_problems_as_on_every_route(database_url, tenant):
+    """What the SDK answers in plain text before the protocol starts (a body that is not JSON,
+    one over the limit) is problem+json at /mcp too; JSON-RPC errors stay JSON-RPC."""
+    app = create_app(make_settings(database_url, max_bulk_body_bytes=10_000))
+    with TestClient(app, base_url=BASE_URL) as mcp:
+        auth = HEADERS | {"Authorization": f"Bearer {create_key(app, tenant)}"}
+        wrong_type = mcp.post("/mcp", content=b"{}", headers=auth | {"Content-Type": "text/plain"})
+        assert "Content-Type" in assert_problem(wrong_type, 400)["detail"]
+        too_large = mcp.post("/mcp", json={**LIST_TOOLS, "pad": "x" * 20_000}, headers=auth)
+        assert_problem(too_large, 413)
+        not_json = mcp.post(
+            "/mcp", content=b"{", headers=auth | {"Content-Type": "application/json"}
+        )
+        assert not_json.status_code == 400, not_json.text
+        assert not_json.headers["content-type"].startswith("application/json")
+        assert not_json.json()["error"]["code"] == -32700  # parse error, for MCP clients

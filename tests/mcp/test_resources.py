@@ -3,6 +3,7 @@ export gives: the project's archive and the file's own route."""
 
 import base64
 import gzip
+import logging
 import secrets
 from typing import Any
 
@@ -14,6 +15,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from app.mcp_server import files
 from tests.helpers import python_indent2, seed_save, untar
 from tests.mcp_client import session
 from tests.platform.world import populate
@@ -117,3 +119,77 @@ def test_a_resource_of_another_tenant_or_of_no_file_is_not_found(
         app, owner, lambda mcp: read(mcp, f"context-store://{project}/features/none/context.json")
     )
     assert "404" in nothing
+
+
+def test_a_save_resource_is_read_with_two_requests_whatever_the_saves(app, client, project, caplog):
+    """The save is found by its file name (`GET .../saves?filename=`), not by paging through
+    every save of the project: one request to find it, one to export it."""
+    stamps = [f"2024-01-0{day}T00:00:00Z" for day in range(1, 6)]
+    for stamp in stamps:
+        document = seed_save()
+        document["timestamp"] = stamp
+        assert client.post(
+            f"/v1/projects/{project}/saves",
+            content=python_indent2(document),
+            headers={"Content-Type": "application/json"},
+        ).is_success
+    oldest = client.get(f"/v1/projects/{project}/saves", params={"limit": 500}).json()["items"][-1]
+    expected = client.get(f"/v1/projects/{project}/saves/{oldest['id']}").content
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    caplog.set_level(logging.INFO, logger="context_store.access")
+    caplog.clear()
+
+    async def read(mcp: ClientSession) -> bytes:
+        uri = f"context-store://{project}/mdan/{oldest['filename']}"
+        (contents,) = (await mcp.read_resource(uri)).contents
+        return _bytes(contents)
+
+    assert session(app, key, read) == expected
+    routes = [getattr(r, "route", None) for r in caplog.records if r.name == "context_store.access"]
+    assert routes.count("/mcp") == 3  # initialize, its notification, the read
+    assert [route for route in routes if route != "/mcp"] == [
+        "/v1/projects/{project}/saves",
+        "/v1/projects/{project}/saves/{save_id}",
+    ]
+
+
+def test_resources_are_listed_in_pages_without_building_the_archive(
+    app, client, project, monkeypatch, caplog
+):
+    """A page holds at most PAGE_SIZE files of one project (the archive's members, listed
+    without their contents); the pages together list every file."""
+    populate(client, project)
+    second = f"{project}-2"
+    assert client.put(
+        f"/v1/projects/{second}/memory/running-summary", json={"content": "x"}
+    ).is_success
+    monkeypatch.setattr(files, "PAGE_SIZE", 3)
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    caplog.set_level(logging.INFO, logger="context_store.access")
+
+    async def pages(mcp: ClientSession) -> list[list[str]]:
+        listed: list[list[str]] = []
+        cursor: str | None = None
+        while True:
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await mcp.list_resources(params=params)
+            listed.append([str(resource.uri) for resource in page.resources])
+            if page.next_cursor is None:
+                return listed
+            cursor = page.next_cursor
+
+    listed = session(app, key, pages)
+    expected = {
+        f"context-store://{name}/{path}"
+        for name in (project, second)
+        for path in untar(client.get(f"/v1/projects/{name}/archive").content)
+    }
+    assert sorted(uri for page in listed for uri in page) == sorted(expected)
+    assert all(len(page) <= 3 for page in listed) and len(listed) >= 4
+    for page in listed:  # one project a page
+        assert len({uri.split("/")[2] for uri in page}) <= 1, page
+    requested = [
+        getattr(r, "route", None) for r in caplog.records if r.name == "context_store.access"
+    ]
+    assert "/v1/projects/{project}/archive/members" in requested
+    assert requested.count("/v1/projects/{project}/archive") == 2  # this test's own two exports

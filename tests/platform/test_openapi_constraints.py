@@ -6,8 +6,8 @@ import re
 
 from fastapi import FastAPI
 
-from app.core.constraints import IDENTIFIER_PATTERN
-from app.core.pagination import MAX_LIMIT, encode_cursor
+from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIMIT
+from app.core.pagination import encode_cursor
 from app.saves.models import Save
 from app.saves.repository import NEWEST_FIRST
 

@@ -179,6 +179,28 @@ def test_list_filters_and_summaries(client, project):
     assert_problem(client.get(_url(project), params={"since": "not a date"}), 422)
 
 
+def test_list_filters_by_file_name(client, project):
+    """One save by its file name (the archive and the MCP resources address saves by name), in
+    one query; two saves of one name (the same second) come newest first."""
+    for stamp in ("2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z"):
+        document = seed_save()
+        document["timestamp"] = stamp
+        import_save(client, project, document)
+    again = seed_save()
+    again["timestamp"] = "2024-01-02T00:00:00Z"
+    again["phases"]["current"] = "IMPLEMENT"
+    import_save(client, project, again)
+    named = client.get(_url(project), params={"filename": "mdan-save-1704153600.json"}).json()
+    assert [i["filename"] for i in named["items"]] == ["mdan-save-1704153600.json"] * 2
+    assert named["items"][0]["current_phase"] == "IMPLEMENT"  # the newer of the two
+    assert client.get(_url(project), params={"filename": "mdan-save-1.json"}).json() == {
+        "items": [],
+        "next_cursor": None,
+    }
+    for bad in ("x.json", "mdan-save-1.json.gz", "../mdan-save-1.json", ""):
+        assert_problem(client.get(_url(project), params={"filename": bad}), 422)
+
+
 def test_resume_counts_and_names_the_phase(client, project):
     save_id = import_save(client, project, seed_save()).json()["id"]
     resumed = client.post(_url(project, f"/{save_id}/resume"))
