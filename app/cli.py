@@ -3,6 +3,7 @@ and pull workspaces."""
 
 import contextlib
 import errno
+import gc
 import ipaddress
 import re
 import signal
@@ -106,6 +107,19 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
         "http": bounded_head_protocol(settings.max_header_bytes),
     }
+
+
+def freeze_startup_heap() -> None:
+    """Keep what start-up built out of every later garbage collection.
+
+    The built app holds about 200,000 objects (routes, pydantic and SQLAlchemy models, the
+    OpenAPI documents), all alive as long as the process. Python's cyclic collector walks every
+    one of them in each full (generation 2) collection: under load one came every 8-10 s and
+    took 100-175 ms, during which the event loop stalls every request in flight.
+    ``gc.freeze`` moves them to a permanent generation that no collection visits; collecting
+    first frees start-up's own garbage rather than keeping it for good."""
+    gc.collect()
+    gc.freeze()
 
 
 def _ignore_signal(_signal: int, _frame: FrameType | None) -> None:
@@ -222,6 +236,7 @@ def serve(
     # Shutting down when asked to is a success: with this handler found, serve returns, exit 0.
     signal.signal(signal.SIGTERM, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    freeze_startup_heap()
     # Ctrl-C: uvicorn shuts down gracefully, then raises the interrupt again.
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=[listening])
