@@ -407,7 +407,7 @@ def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
 
 def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tmp_path):
     """A full collection walks every object it tracks; the app's own, built once and alive as
-    long as the process, are frozen before the server runs (README, "the p99")."""
+    long as the process, are frozen before the server runs (README, "The open-loop p99")."""
     seen: list[bool] = []
 
     class Recorder:
