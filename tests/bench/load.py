@@ -153,7 +153,7 @@ async def _httpx_closed_loop(
 
 def open_loop(base_url: str, call: Call, rate: float, seconds: float) -> Latency:
     # This process holds the app's modules (about 200,000 objects, for the databases and keys
-    # it sets up), and a full collection of them took 75-160 ms: the event loop sent nothing
+    # it sets up), and a full collection of them took 75-163 ms: the event loop sent nothing
     # meanwhile, then a burst, and the open loop counted the delay as the server's (the p99 of
     # 50-115 ms seen on the bare ceiling). A pass makes little cyclic garbage: collected before
     # it and not during it, the schedule holds.
