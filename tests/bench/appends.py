@@ -51,10 +51,13 @@ def prepare(server: Server, key: str) -> None:
 
 
 def _with_cpu(server: Server, call: Call, seconds: float) -> tuple[Throughput, float]:
-    """A closed-loop pass, and the server's CPU seconds per request during it."""
+    """A closed-loop pass, and the server's CPU seconds per request during it; returns once
+    the server has finished what the pass left in flight."""
     before = cpu_seconds(server.pid)
     result = closed_loop(server.url, call, seconds)
-    return result, (cpu_seconds(server.pid) - before) / max(1, result.requests)
+    cpu = (cpu_seconds(server.pid) - before) / max(1, result.requests)
+    server.wait_until_idle()
+    return result, cpu
 
 
 def run(
@@ -65,6 +68,7 @@ def run(
     rows = []
     for name, call in calls(key).items():
         closed_loop(server.url, call, 1)  # warm-up: connections, caches, the planner
+        server.wait_until_idle()
         top, top_cpu = _with_cpu(ceiling, ceiling_call, seconds)
         measured, cpu = _with_cpu(server, call, seconds)
         rate = min(MAX_OPEN_LOOP_RATE, round(measured.rps * 0.5))
@@ -84,6 +88,9 @@ def run(
                 "p99_ms": round(latency.p99_ms, 2),
                 "ceiling_p50_ms": round(top_latency.p50_ms, 2),
                 "ceiling_p99_ms": round(top_latency.p99_ms, 2),
+                "sent_late_max_ms": round(
+                    max(latency.sent_late_max_ms, top_latency.sent_late_max_ms), 2
+                ),
                 "cpu_ms": round(cpu * 1000, 3),
                 "ceiling_cpu_ms": round(top_cpu * 1000, 3),
                 "cpu_ratio": round(top_cpu / cpu, 3),

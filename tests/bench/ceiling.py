@@ -4,7 +4,7 @@ the options ``context-store serve`` uses. No middleware, no database, no validat
 import uvicorn
 from fastapi import FastAPI, Response
 
-from app.cli import uvicorn_options
+from app.cli import freeze_startup_heap, uvicorn_options
 from app.core.config import Settings
 
 CONSTANT = b'{"ok":true}'
@@ -18,4 +18,5 @@ async def ceiling() -> Response:
 
 
 if __name__ == "__main__":
+    freeze_startup_heap()
     uvicorn.run(app, **uvicorn_options(Settings()))

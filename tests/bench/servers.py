@@ -149,6 +149,19 @@ class Server:
                 time.sleep(0.1)
         raise RuntimeError("the server did not start within 30 s")
 
+    def wait_until_idle(self, window: float = 0.1, timeout: float = 5.0) -> None:
+        """Return once the server has used (almost) no CPU over ``window``: a closed-loop pass
+        stops with a request in flight on each of its connections, and the server went on
+        with them for 60-130 ms, on the core where the next pass is measured."""
+        deadline = time.monotonic() + timeout
+        before = cpu_seconds(self.pid)
+        while time.monotonic() < deadline:
+            time.sleep(window)
+            after = cpu_seconds(self.pid)
+            if after - before <= window / 10:
+                return
+            before = after
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)

@@ -1,5 +1,6 @@
 """The ``context-store`` command, run as a user runs it."""
 
+import gc
 import importlib.metadata
 import itertools
 import json
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import typer
+import uvicorn
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
@@ -401,6 +403,39 @@ def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
         ["serve", "--host", "0.0.0.0"], f"sqlite:///{tmp_path / 'x.db'}", CONTEXT_STORE_AUTH="off"
     )
     assert refused.returncode != 0 and "loopback" in refused.stderr
+
+
+def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tmp_path):
+    """A full collection walks every object it tracks; the app's own, built once and alive as
+    long as the process, are frozen before the server runs (README, "The open-loop p99")."""
+    seen: list[bool] = []
+
+    class Recorder:
+        started = True
+
+        def __init__(self, app: object) -> None:
+            self.app = app
+
+        def run(self, sockets: list[socket.socket]) -> None:
+            seen.append(all(tracked is not self.app for tracked in gc.get_objects()))
+            for listening in sockets:
+                listening.close()
+
+    monkeypatch.setattr(uvicorn, "Config", lambda app, **_options: app)
+    monkeypatch.setattr(uvicorn, "Server", Recorder)
+    sigterm = signal.getsignal(signal.SIGTERM)
+    assert gc.get_freeze_count() == 0
+    try:
+        result = CliRunner().invoke(
+            cli,
+            ["serve", "--port", str(_free_port())],
+            env={"CONTEXT_STORE_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"},
+        )
+    finally:
+        gc.unfreeze()
+        signal.signal(signal.SIGTERM, sigterm)
+    assert result.exit_code == 0, result.output
+    assert seen == [True]
 
 
 def test_serve_on_an_unmigrated_database_says_so_and_answers_503_naming_migrate(backend):
