@@ -30,3 +30,8 @@ def _problem(response: httpx.Response) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
+
+
+class EmptyName(ValueError):
+    """A project, agent, run, feature or item name given empty: refused before any request,
+    since its empty path segment would name another route."""

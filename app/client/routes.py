@@ -16,6 +16,7 @@ from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, Snapsho
 from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.client.calls import Call, Document, document, model, nothing, text
 from app.client.endpoint import endpoint
+from app.client.errors import EmptyName
 from app.core.schemas import Page
 from app.features.schemas import (
     BreakerChange,
@@ -57,7 +58,7 @@ def _segment(name: str) -> str:
     name of dots is not a step up (the URL's dot segments would be resolved away). An empty
     name is refused: its empty segment would be another route's path."""
     if not name:
-        raise ValueError("A name in a route's path cannot be empty.")
+        raise EmptyName("A name in a route's path cannot be empty.")
     escaped = quote(name, safe="")
     return escaped.replace(".", "%2E") if not escaped.strip(".") else escaped
 

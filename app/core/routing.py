@@ -42,12 +42,18 @@ class GatedRouter(APIRouter):
         self._gate: re.Pattern[str] | None = None
         self._gated_routes = -1
 
+    @property
+    def gate(self) -> re.Pattern[str] | None:
+        """The expression a request's path must match for any route here to (None: no gate)."""
+        # Routes are added while the app is built; the gate follows them.
+        if self._gated_routes != len(self.routes):
+            self._gate = _path_gate(self.routes)
+            self._gated_routes = len(self.routes)
+        return self._gate
+
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] == "http":
-            # Routes are added while the app is built; the gate follows them.
-            if self._gated_routes != len(self.routes):
-                self._gate = _path_gate(self.routes)
-                self._gated_routes = len(self.routes)
-            if self._gate is not None and self._gate.match(get_route_path(scope)) is None:
+            gate = self.gate
+            if gate is not None and gate.match(get_route_path(scope)) is None:
                 return Match.NONE, {}
         return super().matches(scope)

@@ -174,8 +174,11 @@ def dumps_indent2(document: Any) -> bytes:
       escaped afterwards, by Python's own string escaper;
     - any other type, or a subclass: Python writes the document."""
     try:
-        floats, nesting = _floats_and_nesting(document)
+        # orjson first: it refuses a container that holds itself at once, where the walk would
+        # go on down it (doubling at each level if it holds itself twice); after it, the
+        # document is a tree.
         rendered = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+        floats, nesting = _floats_and_nesting(document)
     except (_NotPlain, orjson.JSONEncodeError):
         return _dumps_indent2_with_python(document)
     # Past MAX_DEPTH the floats were not all found; and each must be written as Python does.

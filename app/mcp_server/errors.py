@@ -8,6 +8,7 @@ from contextlib import contextmanager
 import httpx
 
 from app.client import ContextStoreError
+from app.client.errors import EmptyName
 
 
 def describe(error: ContextStoreError) -> str:
@@ -24,11 +25,14 @@ def answering(
 ) -> Iterator[None]:
     """Calls of the store whose failures are raised as ``callers(text)`` when the route answered
     a 4xx problem (the request's own mistake: another tenant's project, a name no file has, a
-    bad cursor) and as ``servers(text)`` for a 5xx or a store out of reach (over stdio, its URL)."""
+    bad cursor) or the client refused an empty name before sending it, and as
+    ``servers(text)`` for a 5xx or a store out of reach (over stdio, its URL)."""
     try:
         yield
     except ContextStoreError as error:
         failure = callers if error.status < 500 else servers
         raise failure(describe(error)) from None
+    except EmptyName as error:  # refused before the request: the caller's
+        raise callers(str(error)) from None
     except httpx.TransportError as error:
         raise servers(f"The store could not be reached: {error!r}") from None

@@ -3,12 +3,12 @@ sending their requests with one client, ``store``."""
 
 import base64
 import inspect
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.context import Context
@@ -44,27 +44,38 @@ context-store://{project}/{path}, as the tool that wrote it laid it out."""
 @dataclass(frozen=True)
 class _Position:
     """Where a listing of resources stands: the cursor of ``list_projects`` whose page (of one)
-    is the project being listed, and the cursor of that project's files. Encoded here, not with
-    the routes' cursors (``app/core/pagination.py``), which would load SQLAlchemy into
-    ``context-store mcp``."""
+    is the project being listed, that project's name, and the cursor of its files (which holds
+    for that project only: if it is gone by the next page, the next project starts at its
+    first file). Encoded here, not with the routes' cursors (``app/core/pagination.py``), which
+    would load SQLAlchemy into ``context-store mcp``."""
 
     projects: str | None = None
+    project: str | None = None
     files: str | None = None
 
     def encode(self) -> str:
-        payload = json.dumps([self.projects, self.files]).encode()
+        payload = orjson.dumps([self.projects, self.project, self.files])
         return base64.urlsafe_b64encode(payload).decode().rstrip("=")
 
     @classmethod
     def decode(cls, cursor: str) -> "_Position":
         padded = cursor + "=" * (-len(cursor) % 4)
         try:
-            projects, project_files = json.loads(base64.urlsafe_b64decode(padded))
-            if not all(part is None or isinstance(part, str) for part in (projects, project_files)):
-                raise ValueError("not two cursors")
-        except (ValueError, TypeError):  # binascii's and json's errors are ValueErrors
+            # orjson, not json: a cursor nested past its limit is a ValueError, where Python's
+            # parser would raise RecursionError.
+            parts = orjson.loads(base64.urlsafe_b64decode(padded))
+            if not isinstance(parts, list) or len(parts) != 3:
+                raise ValueError("not a position")
+            projects, project, project_files = parts
+            if not all(part is None or isinstance(part, str) for part in parts):
+                raise ValueError("not a position")
+        except (ValueError, TypeError):  # binascii's and orjson's errors are ValueErrors
             raise MCPError(INVALID_PARAMS, "The cursor is not one this list handed out.") from None
-        return cls(projects, project_files)
+        return cls(projects, project, project_files)
+
+    def files_of(self, project: str) -> str | None:
+        """The files cursor, for ``project``: none for another one."""
+        return self.files if project == self.project else None
 
 
 class ContextStoreServer(MCPServer):
@@ -99,7 +110,7 @@ class ContextStoreServer(MCPServer):
             if not projects.items:
                 return ListResourcesResult(resources=[], next_cursor=None)
             project = projects.items[0].name
-            paths, files_cursor = await files.paths(store, project, position.files)
+            paths, files_cursor = await files.paths(store, project, position.files_of(project))
         resources = [
             Resource(
                 uri=files.uri(project, path),
@@ -109,7 +120,7 @@ class ContextStoreServer(MCPServer):
             for path in paths
         ]
         if files_cursor is not None:
-            following: _Position | None = _Position(position.projects, files_cursor)
+            following: _Position | None = _Position(position.projects, project, files_cursor)
         elif projects.next_cursor is not None:
             following = _Position(projects.next_cursor)
         else:

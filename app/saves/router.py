@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import Query, Request, Response
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
 from app.core.conditional import if_match
@@ -21,9 +21,6 @@ from app.storage.route import IdempotentWritesDep, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
-# Save files carry whole agent histories: their import takes the bulk body limit.
-# Included into ``router``, under its prefix: a gate would match its paths without it.
-bulk_router = APIRouter(route_class=BulkBodyRoute)
 
 SAVE_FILE: ResponsesDoc = {
     200: {
@@ -34,12 +31,6 @@ SAVE_FILE: ResponsesDoc = {
 }
 
 
-@bulk_router.post(
-    "/saves",
-    status_code=201,
-    response_model=SaveReceipt,
-    openapi_extra=raw_body("application/json", "application/gzip", schema={"type": "object"}),
-)
 def import_save(
     project: ProjectName,
     request: Request,
@@ -173,4 +164,14 @@ def prune_saves(project: ProjectName, body: PruneRequest, writes: WritesDep) -> 
     return writes.run(project, change, create=False)
 
 
-router.include_router(bulk_router)
+# Save files carry whole agent histories: their import takes the bulk body limit. Added last, as
+# its own router was included before, so that the routes keep their order.
+router.add_api_route(
+    "/saves",
+    import_save,
+    methods=["POST"],
+    status_code=201,
+    response_model=SaveReceipt,
+    openapi_extra=raw_body("application/json", "application/gzip", schema={"type": "object"}),
+    route_class_override=BulkBodyRoute,
+)

@@ -90,12 +90,16 @@ def _decision(number: str) -> bytes:
     return documents.decision_body().replace("{n}", number).encode()
 
 
-async def _cpu_per_request(send: Callable[[int], Any], count: int) -> float:
-    """Microseconds of this process's CPU per request (every thread: the worker's too)."""
+async def _cpu_per_request(send: Callable[[int], Any], count: int, status: int) -> float:
+    """Microseconds of this process's CPU per request (every thread: the worker's too); every
+    request must have answered ``status``, or another answer was measured."""
+    answered = []
     started = time.process_time()
     for number in range(count):
-        await send(number)
-    return (time.process_time() - started) / count * 1e6
+        answered.append(await send(number))
+    spent = (time.process_time() - started) / count * 1e6
+    assert set(answered) == {status}, f"expected {status} only, got {set(answered)}"
+    return spent
 
 
 @contextmanager
@@ -188,10 +192,10 @@ async def _measure(url: str, key: str, count: int) -> dict[str, float]:
         for number in range(WARM_UP):
             await caller.post(DECISIONS, _decision(f"w{number}"))
             await caller.post(NOT_FOUND, b"{}")
-        not_found = await _cpu_per_request(lambda _n: caller.post(NOT_FOUND, b"{}"), count)
+        not_found = await _cpu_per_request(lambda _n: caller.post(NOT_FOUND, b"{}"), count, 404)
         with _write_cpu() as writes:
             append = await _cpu_per_request(
-                lambda n: caller.post(DECISIONS, _decision(str(n))), count
+                lambda n: caller.post(DECISIONS, _decision(str(n))), count, 201
             )
         engine: Engine = app.state.database.writer
         with _captured(engine) as statements:

@@ -189,9 +189,11 @@ def test_dumps_indent2_on_documents_deeper_than_orjson_writes():
     assert jsondoc.dumps_indent2(document) == json.dumps(document, indent=2).encode()
 
 
-def test_dumps_indent2_refuses_a_container_that_holds_itself_as_python_does():
+@pytest.mark.parametrize("references", [1, 2])
+def test_dumps_indent2_refuses_a_container_that_holds_itself_as_python_does(references):
+    # Held twice, a walk down it would double at each level: it must be refused at once.
     cycle: list[Any] = [1.5]
-    cycle.append(cycle)
+    cycle.extend([cycle] * references)
     with pytest.raises(ValueError, match="Circular reference"):
         jsondoc.dumps_indent2(cycle)
     with pytest.raises(ValueError, match="Circular reference"):

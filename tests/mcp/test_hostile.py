@@ -2,6 +2,7 @@
 JSON-RPC errors (never a logged traceback), two tenants at once each act as themselves, and
 with AUTH=off the tools work on the loopback address the rebinding check answers."""
 
+import base64
 import logging
 import secrets
 from typing import Any
@@ -93,6 +94,7 @@ def test_a_crafted_name_in_a_prompt_reaches_no_other_route(app, client, project,
         "context-store://{project}/features/../context.json",
         "context-store://{project}/memory/agents/../working_context_snapshot.json",
         "context-store://{project}/.atari/runs/../state.json",
+        "context-store:///mdan/mdan-save-1.json",
     ],
 )
 def test_a_crafted_resource_uri_reaches_no_other_route(app, client, project, uri, caplog):
@@ -108,6 +110,13 @@ def test_a_crafted_resource_uri_reaches_no_other_route(app, client, project, uri
     ("method", "params"),
     [
         ("resources/list", {"cursor": "!not a cursor"}),
+        # Nested past any parser's depth: an error of the cursor, not of the server.
+        ("resources/list", {"cursor": base64.urlsafe_b64encode(b"[" * 100_000).decode()}),
+        ("resources/list", {"cursor": base64.urlsafe_b64encode(b'[null, "x"]').decode()}),
+        (
+            "prompts/get",
+            {"name": "resume_where_i_left_off", "arguments": {"project": "", "agent": "a"}},
+        ),
         ("prompts/get", {"name": "resume_where_i_left_off", "arguments": {}}),
         ("prompts/get", {"name": "resume_where_i_left_off", "arguments": {"agent": "a"}}),
         ("prompts/get", {"name": "no_such_prompt", "arguments": {}}),
