@@ -65,7 +65,13 @@ def _arguments() -> argparse.Namespace:
         "--growth-levels", type=int, default=5, help="sizes of each growth series, from empty"
     )
     parser.add_argument(
-        "--growth-block", type=int, default=100, help="appends measured at each size"
+        # 300: a block of 100 spans 150-250 ms of the server's CPU, which /proc counts in
+        # 10 ms ticks and one full garbage collection (8-23 ms) moves by a tenth; such blocks
+        # put the same code's last block at 0.7-2.1x its first in three runs.
+        "--growth-block",
+        type=int,
+        default=300,
+        help="appends measured at each size",
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
     parser.add_argument("--note", default="", help="what the machine was doing meanwhile")
