@@ -97,6 +97,25 @@ def test_the_templates_name_every_kind_of_file(app, client):
     assert "context-store://{project}/mdan/{save}.json" in listed
 
 
+def test_a_project_named_with_a_colon_is_a_resource_that_reads_back(app, client, project):
+    """A name may hold ':' (the identifier rule): in the URI's authority it must not be taken
+    for a port."""
+    name = f"{project}:x"
+    summary = f"/v1/projects/{name}/memory/running-summary"
+    assert client.put(summary, json={"content": "x"}).is_success
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+    uri = f"context-store://{name}/.autonomous/context/running-summary.json"
+
+    async def list_and_read(mcp: ClientSession) -> tuple[list[str], bytes]:
+        listed = [str(resource.uri) for resource in await _every_resource(mcp)]
+        (contents,) = (await mcp.read_resource(uri)).contents
+        return listed, _bytes(contents)
+
+    listed, read = session(app, key, list_and_read)
+    assert uri in listed
+    assert read == client.get(f"/v1/projects/{name}/memory/files/running-summary.json").content
+
+
 def test_a_resource_of_another_tenant_or_of_no_file_is_not_found(
     app, client, other_client, project
 ):
