@@ -161,3 +161,23 @@ def golden_workspace_files(*tops: str) -> dict[str, bytes]:
         for path in sorted((GOLDEN_WORKSPACE / top).rglob("*"))
         if path.is_file()
     }
+
+
+def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """The ASGI scope of a request as uvicorn hands it to the app, for tests and the bench that
+    call the app directly (what a client cannot make an HTTP client send, or without its cost)."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }

@@ -31,6 +31,7 @@ from app.main import create_app
 from app.storage import route
 from tests.bench import documents
 from tests.bench.servers import ROOT, BenchDatabase, Cores
+from tests.helpers import http_scope
 
 REQUESTS = 3000
 WARM_UP = 200
@@ -67,21 +68,8 @@ class AsgiCaller:
             if message["type"] == "http.response.start":
                 statuses.append(message["status"])
 
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [*self.headers, (b"content-length", str(len(body)).encode())],
-            "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000),
-            "state": {},
-        }
+        headers = [*self.headers, (b"content-length", str(len(body)).encode())]
+        scope = http_scope("POST", path, headers)
         await self.app(scope, receive, send)
         return statuses[0]
 

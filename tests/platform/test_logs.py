@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
 from app.core.logs import JsonFormatter
-from tests.helpers import import_save, seed_save
+from tests.helpers import http_scope, import_save, seed_save
 
 LogLines = Callable[[], list[dict[str, Any]]]
 SERVER_LOGGERS = ("context_store", "app")
@@ -141,26 +141,16 @@ def test_a_client_that_hangs_up_mid_body_is_logged_as_such_and_changes_nothing(
     first bytes, then ``http.disconnect``. That is the client's doing, not a server error."""
     key = client.headers["authorization"].removeprefix("Bearer ")
     path = f"/v1/projects/{project}/memory/decisions"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [
+    scope = http_scope(
+        "POST",
+        path,
+        [
             (b"host", b"testserver"),
             (b"authorization", f"Bearer {key}".encode()),
             (b"content-type", b"application/json"),
             (b"content-length", b"1000"),
         ],
-        "client": ("127.0.0.1", 50000),
-        "server": ("testserver", 80),
-        "state": {},
-    }
+    )
     arriving = [
         {"type": "http.request", "body": b'{"id": "dec-1", "decis', "more_body": True},
         {"type": "http.disconnect"},
