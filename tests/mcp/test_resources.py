@@ -15,7 +15,9 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from app.core.pagination import encode_position
 from app.mcp_server import files
+from app.mcp_server.server import _Position
 from tests.helpers import python_indent2, seed_save, untar
 from tests.mcp_client import session
 from tests.platform.world import populate
@@ -170,6 +172,32 @@ def test_a_save_resource_is_read_with_two_requests_whatever_the_saves(app, clien
         "/v1/projects/{project}/saves",
         "/v1/projects/{project}/saves/{save_id}",
     ]
+
+
+def test_a_files_cursor_holds_for_its_own_project_only(app, client, project):
+    """A listing's position names the project its files cursor belongs to: if that project is
+    gone by the next page, the project listed instead starts at its first file, not at a
+    stranger's place."""
+    assert client.put(
+        f"/v1/projects/{project}/memory/running-summary", json={"content": "x"}
+    ).is_success
+    first = client.get("/v1/projects", params={"limit": 1}).json()["items"][0]["name"]
+    past_every_path = encode_position(["path"], ["~"])
+    key = client.headers["Authorization"].removeprefix("Bearer ")
+
+    def listed_after(owner: str) -> list[str]:
+        """The first page of a listing resumed past every path of ``owner``'s files."""
+        cursor = _Position(projects=None, project=owner, files=past_every_path).encode()
+
+        async def page(mcp: ClientSession) -> list[str]:
+            found = await mcp.list_resources(params=PaginatedRequestParams(cursor=cursor))
+            return [str(resource.uri) for resource in found.resources]
+
+        listed: list[str] = session(app, key, page)
+        return listed
+
+    assert listed_after(first) == []  # its own project: the cursor holds
+    assert listed_after(f"{first}-gone")  # another's: the first project from its first file
 
 
 def test_resources_are_listed_in_pages_without_building_the_archive(
