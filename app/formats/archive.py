@@ -8,11 +8,11 @@ Reading takes the whole (already decompressed) tar and yields its members one at
 
 import io
 import tarfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
+from app.formats import gzip as gzip_format
 from app.formats.errors import MalformedDocument
 
 MEMBER_MODE = 0o600
@@ -30,8 +30,9 @@ class ArchiveWriter:
     """``add`` each member, then ``finish``; every call returns the gzip bytes it produced."""
 
     def __init__(self, level: int = 6) -> None:
-        # wbits 31: a gzip wrapper whose header holds no time (mtime 0), unlike gzip.GzipFile.
-        self._compressor = zlib.compressobj(level, zlib.DEFLATED, 31)
+        # A gzip wrapper whose header holds no time, unlike gzip.GzipFile's; zlib-ng, as stored
+        # files are (app/formats/gzip.py).
+        self._compressor = gzip_format.compressor(level)
         self._written = 0
 
     def _write(self, data: bytes) -> bytes:

@@ -57,6 +57,11 @@ def compress(data: bytes, level: int) -> bytes:
     return zlib_ng.compress(data, level, wbits=GZIP_WBITS)
 
 
+def compressor(level: int) -> "zlib_ng._Compress":
+    """A gzip stream written a piece at a time (an archive), as ``compress`` writes it whole."""
+    return zlib_ng.compressobj(level, zlib_ng.DEFLATED, GZIP_WBITS)
+
+
 def decompress_stored(data: bytes) -> bytes:
     """A file this service compressed with ``compress``: no cap, it was checked on its way in."""
     return zlib_ng.decompress(data, wbits=GZIP_WBITS)
