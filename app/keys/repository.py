@@ -3,20 +3,23 @@ from datetime import datetime
 from sqlalchemy import Connection, bindparam, literal
 from sqlmodel import Session, col, select
 
+from app.core.db import DriverStatement
 from app.core.pagination import SortKey, paginate
 from app.keys.models import ApiKey
 
 KEY_ORDER = [SortKey(ApiKey.created_at), SortKey(ApiKey.id)]
 
-# Built once: it runs in every request whose key the server remembered.
-_ACTIVE_KEY = select(literal(1)).where(
-    col(ApiKey.id) == bindparam("key_id"), col(ApiKey.revoked_at).is_(None)
+# Built once, run on the driver: it runs in every request whose key the server remembered.
+_ACTIVE_KEY = DriverStatement(
+    select(literal(1)).where(
+        col(ApiKey.id) == bindparam("key_id"), col(ApiKey.revoked_at).is_(None)
+    )
 )
 
 
 def is_active(connection: Connection, key_id: str) -> bool:
     """On a connection rather than a session: called while a session begins its transaction."""
-    return connection.execute(_ACTIVE_KEY, {"key_id": key_id}).first() is not None
+    return _ACTIVE_KEY.first(connection, {"key_id": key_id}) is not None
 
 
 class ApiKeyRepository:

@@ -19,7 +19,7 @@ from sqlalchemy import (
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.core.db import table_of
+from app.core.db import DriverStatement, table_of
 from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.storage.repository import ProjectScopedRepository
@@ -110,11 +110,20 @@ def _new_item_context_statement() -> Any:
 # Appends are the hot path: their two statements are built once, on the tables (not the ORM
 # classes, whose bulk-insert path around one row cost as much again), and run on the session's
 # connection with their values bound per call.
-NEW_ITEM_CONTEXT = _new_item_context_statement()
-INSERT_ITEM = insert(table_of(MemoryItem))
+NEW_ITEM_CONTEXT = DriverStatement(_new_item_context_statement())
+# A new item sets every column but its id (the database's) and archived_at (a new item is not).
+INSERT_ITEM = DriverStatement(
+    insert(table_of(MemoryItem)).values(
+        {
+            column.name: bindparam(column.name)
+            for column in table_of(MemoryItem).columns
+            if column.name not in ("id", "archived_at")
+        }
+    )
+)
 # The first entry from the top of the index, whatever the planner's statistics say (a max()
 # over rows it takes for few is read whole).
-HIGHEST_ID_NUMBER = (
+HIGHEST_ID_NUMBER = DriverStatement(
     sqlalchemy.select(table_of(MemoryItem).c.id_number)
     .where(
         table_of(MemoryItem).c.project_id == bindparam("project_id"),
@@ -195,7 +204,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         position, the features completed so far, the file's style."""
         parameters = {"project_id": project_id, "kind": kind, "item_id": item_id}
         connection = self.session.connection()
-        taken, highest, completed, style = connection.execute(NEW_ITEM_CONTEXT, parameters).one()
+        ((taken, highest, completed, style),) = NEW_ITEM_CONTEXT.rows(connection, parameters)
         return NewItemContext(
             id_taken=bool(taken),
             position=0 if highest is None else highest + 1,
@@ -205,15 +214,13 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
 
     def insert(self, values: dict[str, Any]) -> None:
         """A new item, by its columns' values: a Core INSERT, no unit of work."""
-        self.session.connection().execute(INSERT_ITEM, values)
+        INSERT_ITEM.rows(self.session.connection(), values)
 
     def highest_id_number(self, project_id: int, kind: str) -> int | None:
         """The highest ``id_number`` of the kind's items: one read of its index."""
         parameters = {"project_id": project_id, "kind": kind}
-        highest: int | None = (
-            self.session.connection().execute(HIGHEST_ID_NUMBER, parameters).scalar_one_or_none()
-        )
-        return highest
+        found = HIGHEST_ID_NUMBER.first(self.session.connection(), parameters)
+        return None if found is None else int(found[0])
 
     def item_ids_numbered(self, project_id: int, kind: str, number: int) -> list[str]:
         statement = select(MemoryItem.item_id).where(

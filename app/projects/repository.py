@@ -5,7 +5,7 @@ from sqlalchemy import BindParameter, Insert, bindparam, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
-from app.core.db import table_of
+from app.core.db import DriverStatement, table_of
 from app.core.pagination import SortKey, paginate
 from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
@@ -31,8 +31,8 @@ def _touch_statement(dialect: type[sqlite.Insert] | type[postgresql.Insert]) -> 
 # the ORM class and run on the session's connection: the ORM's bulk-insert path around a
 # single row cost as much again.
 TOUCH = {
-    "sqlite": _touch_statement(sqlite.Insert),
-    "postgresql": _touch_statement(postgresql.Insert),
+    "sqlite": DriverStatement(_touch_statement(sqlite.Insert)),
+    "postgresql": DriverStatement(_touch_statement(postgresql.Insert)),
 }
 
 
@@ -54,8 +54,8 @@ class ProjectRepository:
         connection = self.session.connection()
         statement = TOUCH[connection.dialect.name]
         parameters = {"tenant": tenant, "name": name, "now": now}
-        project_id: int = connection.execute(statement, parameters).scalar_one()
-        return project_id
+        (project_id,) = statement.rows(connection, parameters)[0]
+        return int(project_id)
 
     def next_save_number(self, project_id: int) -> int:
         """Counts a new save in the project and returns its number. One statement that reads
