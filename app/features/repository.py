@@ -4,7 +4,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, func, insert, update
 from sqlmodel import col, select
 
-from app.core.db import table_of
+from app.core.db import DriverStatement, table_of
 from app.core.pagination import SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.storage.repository import ProjectScopedRepository
@@ -15,7 +15,7 @@ HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 # A handover's append is a hot path: its two statements are built once, their values bound per
 # call, on the tables (no ORM unit of work, nor ORM bulk insert).
 CONTEXTS = table_of(FeatureContext)
-STORE_CONTEXT = (
+STORE_CONTEXT = DriverStatement(
     update(CONTEXTS)
     .where(CONTEXTS.c.id == bindparam("context_id"))
     .values(
@@ -37,7 +37,9 @@ STORE_CONTEXT = (
 HANDOVERS = table_of(Handover)
 INSERT_HANDOVERS = insert(HANDOVERS)
 OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
-NEXT_POSITION = select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0)).where(OF_CONTEXT)
+NEXT_POSITION = DriverStatement(
+    select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0)).where(OF_CONTEXT)
+)
 NOTES = select(HANDOVERS.c.note).where(OF_CONTEXT).order_by(HANDOVERS.c.position)
 
 
@@ -51,7 +53,7 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
     def store(self, context_id: int, columns: dict[str, Any]) -> None:
         """The stored context's new document and the columns read from it, by value: a Core
         UPDATE (``columns`` names every column of ``STORE_CONTEXT``)."""
-        self.session.execute(STORE_CONTEXT, {"context_id": context_id, **columns})
+        STORE_CONTEXT.rows(self.session.connection(), {"context_id": context_id, **columns})
 
     def page(
         self,
@@ -88,8 +90,8 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
 
     def next_position(self, context_id: int) -> int:
         """Where a note appended to the context goes: one read of its index."""
-        position: int = self.session.execute(NEXT_POSITION, {"context_id": context_id}).scalar_one()
-        return position
+        ((position,),) = NEXT_POSITION.rows(self.session.connection(), {"context_id": context_id})
+        return int(position)
 
     def notes(self, context_id: int) -> list[bytes]:
         """The context's notes, in order: the members of its ``handover_notes.history``."""

@@ -1,7 +1,7 @@
 from sqlalchemy import bindparam, delete, insert, update
 from sqlmodel import Session, col, select
 
-from app.core.db import conflict_insert, table_of
+from app.core.db import DriverStatement, conflict_insert, table_of
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunBead, RunCountedSession, RunState
 from app.storage.repository import ProjectScopedRepository
@@ -12,10 +12,12 @@ RECENTLY_WRITTEN_FIRST = [SortKey(RunState.updated_at), SortKey(RunState.id)]
 BEADS = table_of(RunBead)
 # Not the columns' names, which an UPDATE keeps for its values.
 OF_RUN = BEADS.c.run_state_id == bindparam("state_id")
-BEAD_PART = select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
+BEAD_PART = DriverStatement(
+    select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
+)
 PARTS = select(BEADS.c.part).where(OF_RUN).order_by(BEADS.c.bead)
 INSERT_BEADS = insert(BEADS)
-REPLACE_PART = (
+REPLACE_PART = DriverStatement(
     update(BEADS)
     .where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
     .values(part=bindparam("new_part"))
@@ -53,8 +55,8 @@ class BeadRepository:
 
     def part(self, key: str) -> bytes | None:
         parameters = {"state_id": self.run_state_id, "key": key}
-        part: bytes | None = self.session.execute(BEAD_PART, parameters).scalar_one_or_none()
-        return part
+        found = BEAD_PART.first(self.session.connection(), parameters)
+        return None if found is None else bytes(found[0])
 
     def parts(self) -> list[bytes]:
         """Every entry, in the order Go writes the map: by the bytes of the bead id."""
@@ -71,7 +73,7 @@ class BeadRepository:
 
     def replace(self, key: str, part: bytes) -> None:
         parameters = {"state_id": self.run_state_id, "key": key, "new_part": part}
-        self.session.execute(REPLACE_PART, parameters)
+        REPLACE_PART.rows(self.session.connection(), parameters)
 
     def delete_all(self) -> None:
         self.session.execute(delete(RunBead).where(col(RunBead.run_state_id) == self.run_state_id))
