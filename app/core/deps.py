@@ -130,7 +130,7 @@ def principal_cache(request: Request) -> PrincipalCache:
 
 
 @dataclass
-class _KeyToConfirm:
+class KeyToConfirm:
     """A remembered key the request acts with, not yet confirmed active in the database."""
 
     key_id: str
@@ -139,12 +139,17 @@ class _KeyToConfirm:
     key_is_active: Callable[[Connection, str], bool]
     confirmed: bool = False
 
+    def refused(self) -> RevokedKey:
+        """The key was found revoked: forgotten, and a 401 for the whole request."""
+        self.cache.forget(self.key_hash)
+        return RevokedKey(UNKNOWN_KEY)
+
 
 # Set while serving a request whose key came from the cache. A context variable rather than
 # an argument: it reaches every session the request opens, in whichever of its threads, also
 # those a route opens itself (the archive export); and a shared object, so that the threads'
 # copies of the context see one confirmation.
-_key_to_confirm: ContextVar[_KeyToConfirm | None] = ContextVar("key_to_confirm", default=None)
+_key_to_confirm: ContextVar[KeyToConfirm | None] = ContextVar("key_to_confirm", default=None)
 
 
 @event.listens_for(Session, "after_begin")
@@ -155,9 +160,20 @@ def _confirm_key(_session: Session, _transaction: object, connection: Connection
     if pending is None or pending.confirmed:
         return
     if not pending.key_is_active(connection, pending.key_id):
-        pending.cache.forget(pending.key_hash)
-        raise RevokedKey(UNKNOWN_KEY)
+        raise pending.refused()
     pending.confirmed = True
+
+
+def take_key_confirmation() -> KeyToConfirm | None:
+    """The request's remembered key, for a statement that confirms it active along with its own
+    work (a write's first, ``app/storage/writes.py``), which must then ``refused()`` it when it
+    is not; None when no key is left to confirm. Counted as confirmed from now on, so that the
+    transaction about to begin does not look it up again."""
+    pending = _key_to_confirm.get()
+    if pending is None or pending.confirmed:
+        return None
+    pending.confirmed = True
+    return pending
 
 
 def _known_principal(request: Request) -> Principal | None:
@@ -179,7 +195,7 @@ def _known_principal(request: Request) -> Principal | None:
         return None
     assert found.key_id is not None, "only keys are cached"
     is_active = key_lookup(request).key_is_active
-    _key_to_confirm.set(_KeyToConfirm(found.key_id, key_hash, cache, is_active))
+    _key_to_confirm.set(KeyToConfirm(found.key_id, key_hash, cache, is_active))
     return _remember(request, found)
 
 

@@ -1,38 +1,53 @@
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import BindParameter, Insert, bindparam, func, update
+import sqlalchemy
+from sqlalchemy import BindParameter, Insert, String, bindparam, exists, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
-from app.core.db import DriverStatement, table_of
+from app.core.db import DriverStatement, UTCDateTime, table_of
 from app.core.pagination import SortKey, paginate
+from app.keys.models import ApiKey
 from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
 
 PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]
 
 
-def _touch_statement(dialect: type[sqlite.Insert] | type[postgresql.Insert]) -> Insert:
-    now: BindParameter[datetime] = bindparam("now")
+def _touch_statement(
+    dialect: type[sqlite.Insert] | type[postgresql.Insert], *, confirming_key: bool
+) -> Insert:
+    now: BindParameter[datetime] = bindparam("now", type_=UTCDateTime())
     table = table_of(Project)
-    return (
-        dialect(table)
-        .values(
-            tenant=bindparam("tenant"), name=bindparam("name"), created_at=now, last_write_at=now
+    names = (bindparam("tenant", type_=String()), bindparam("name", type_=String()))
+    if confirming_key:
+        keys = table_of(ApiKey)
+        key_is_active = exists().where(
+            keys.c.id == bindparam("key_id"), keys.c.revoked_at.is_(None)
         )
-        .on_conflict_do_update(index_elements=["tenant", "name"], set_={"last_write_at": now})
-        .returning(table.c.id)
-    )
+        statement = dialect(table).from_select(
+            ["tenant", "name", "created_at", "last_write_at"],
+            sqlalchemy.select(*names, now, now).where(key_is_active),
+        )
+    else:
+        statement = dialect(table).values(
+            tenant=names[0], name=names[1], created_at=now, last_write_at=now
+        )
+    return statement.on_conflict_do_update(
+        index_elements=["tenant", "name"], set_={"last_write_at": now}
+    ).returning(table.c.id)
 
 
 # Every write runs this upsert first. Built once, with its values as parameters (building it
 # per request, with the values inline, cost more than running it), on the table rather than
-# the ORM class and run on the session's connection: the ORM's bulk-insert path around a
-# single row cost as much again.
+# the ORM class and run on the driver. A write whose remembered key is still to be confirmed
+# (app/core/deps.py) confirms it in the same statement: on PostgreSQL that saves a round trip
+# (about 100 µs of the client's CPU) on every write.
 TOUCH = {
-    "sqlite": DriverStatement(_touch_statement(sqlite.Insert)),
-    "postgresql": DriverStatement(_touch_statement(postgresql.Insert)),
+    (name, confirming_key): DriverStatement(_touch_statement(insert, confirming_key=confirming_key))
+    for name, insert in (("sqlite", sqlite.Insert), ("postgresql", postgresql.Insert))
+    for confirming_key in (False, True)
 }
 
 
@@ -48,14 +63,17 @@ class ProjectRepository:
             statement = statement.with_for_update()
         return self.session.exec(statement).first()
 
-    def touch(self, tenant: str, name: str, now: datetime) -> int:
+    def touch(
+        self, tenant: str, name: str, now: datetime, *, confirming_key: str | None = None
+    ) -> int | None:
         """Create the project if it is new and record a write; returns its id. One statement,
-        so that two first writes racing each other both succeed."""
+        so that two first writes racing each other both succeed. With ``confirming_key``, only
+        while that API key is active: None, and nothing written, once it is revoked."""
         connection = self.session.connection()
-        statement = TOUCH[connection.dialect.name]
-        parameters = {"tenant": tenant, "name": name, "now": now}
-        (project_id,) = statement.rows(connection, parameters)[0]
-        return int(project_id)
+        statement = TOUCH[connection.dialect.name, confirming_key is not None]
+        parameters = {"tenant": tenant, "name": name, "now": now, "key_id": confirming_key}
+        found = statement.first(connection, parameters)
+        return None if found is None else int(found[0])
 
     def next_save_number(self, project_id: int) -> int:
         """Counts a new save in the project and returns its number. One statement that reads

@@ -16,6 +16,7 @@ from sqlmodel import Session
 
 from app.core.conditional import Precondition
 from app.core.db import utcnow
+from app.core.deps import take_key_confirmation
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
 from app.projects.repository import ProjectRepository
@@ -75,5 +76,12 @@ def begin_write(session: Session, tenant: str, project: str, *, create: bool = T
     repository = ProjectRepository(session)
     if not create and repository.get(tenant, project, for_update=True) is None:
         raise project_not_found(project)
-    project_id = repository.touch(tenant, project, utcnow())
+    # The request's key, when still to be confirmed active, in the same statement.
+    key = take_key_confirmation()
+    project_id = repository.touch(
+        tenant, project, utcnow(), confirming_key=None if key is None else key.key_id
+    )
+    if project_id is None:
+        assert key is not None, "only a revoked key leaves the project untouched"
+        raise key.refused()
     return Write(session=session, tenant=tenant, project=project, project_id=project_id)

@@ -283,6 +283,23 @@ def test_a_known_key_revoked_elsewhere_is_refused_on_every_route(app: FastAPI, c
     assert [key["revoked_at"] for key in listed if key["id"] == world.key_id] == [None]
 
 
+def test_a_known_key_revoked_elsewhere_creates_no_project(app: FastAPI, client, tenant):
+    """A write confirms its remembered key in the statement that creates or touches the
+    project: revoked, the write is a 401 that leaves no project behind, nor a touched one."""
+    key = create_key(app, tenant)
+    known = client_for(app, key)
+    decision = {"id": "dec-001", "decision": "d", "timestamp": 1}
+    assert known.post("/v1/projects/touched/memory/decisions", json=decision).status_code == 201
+    touched = client.get("/v1/projects/touched").json()
+    _revoke_in_the_database(app, key)
+    for project in ("new-project", "touched"):
+        url = f"/v1/projects/{project}/memory/decisions"
+        assert_problem(known.post(url, json=decision | {"id": "dec-002"}), 401)
+    assert_problem(client.get("/v1/projects/new-project"), 404)
+    assert client.get("/v1/projects/touched").json() == touched
+    assert [item["id"] for item in client.get(url).json()["items"]] == ["dec-001"]
+
+
 def test_without_the_cache_a_revoke_elsewhere_applies_at_once(database_url, tenant):
     application = create_app(make_settings(database_url, auth_cache_seconds=0))
     with TestClient(application):
