@@ -28,7 +28,6 @@ from app.core.limits import Turns
 from app.core.logs import RequestRecordMiddleware
 from app.core.metrics import Metrics
 from app.core.migrations import head_revision
-from app.core.problem_docs import document_problems
 from app.core.rebinding import RebindingGuardMiddleware
 from app.core.redaction import RedactionMiddleware
 from app.core.sending import SendTimeoutMiddleware
@@ -129,7 +128,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
     install_mcp(app, settings)
     install_docs(app)
-    document_problems(app)
     document_api(app, DOMAINS, PATH_EXAMPLES)
 
     if settings.auth is AuthMode.off:

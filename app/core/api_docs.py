@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute, iter_route_contexts
+from starlette.routing import BaseRoute
+
+from app.core.deps import KEY_SCHEMES
+from app.core.problem_docs import add_problem_responses
 
 JSON = "application/json"
 
@@ -95,18 +100,50 @@ def _document_operation(
 def document_api(
     app: FastAPI, domains: Iterable[DomainDocs], path_examples: Mapping[str, Any]
 ) -> None:
-    """Make ``app.openapi()`` carry the domains' summaries, examples and tags."""
+    """Make ``app.openapi()`` carry the key schemes, each operation's problem responses (which
+    read the schemes), and the domains' summaries, examples and tags."""
     generate = app.openapi
     domains = list(domains)
 
     def openapi() -> dict[str, Any]:
         spec = generate()
-        if "tags" not in spec:
-            document_operations(spec, domains, path_examples)  # once: FastAPI caches it
+        if "tags" not in spec:  # once: FastAPI caches it
+            document_key_schemes(spec, app.routes)
+            add_problem_responses(spec)
+            document_operations(spec, domains, path_examples)
         return spec
 
     # FastAPI's documented way to extend the document (its docs assign app.openapi too).
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def document_key_schemes(spec: dict[str, Any], routes: list[BaseRoute]) -> None:
+    """Both ways to send a key (``KEY_SCHEMES``), on every operation of a route that needs one
+    (``ContextStoreRoute.authenticated``), as FastAPI writes a security dependency's."""
+    schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
+    requirement: list[dict[str, list[str]]] = []
+    for scheme in KEY_SCHEMES:
+        schemes[scheme.scheme_name] = scheme.model.model_dump(
+            mode="json", by_alias=True, exclude_none=True
+        )
+        requirement.append({scheme.scheme_name: []})
+    for context in iter_route_contexts(routes):
+        route = context.original_route
+        operations = spec["paths"].get(context.path_format, {})
+        if isinstance(route, APIRoute) and getattr(route, "authenticated", False):
+            for method in route.methods or ():
+                if method.lower() in operations:
+                    operations[method.lower()] = _secured(operations[method.lower()], requirement)
+
+
+def _secured(operation: dict[str, Any], requirement: Any) -> dict[str, Any]:
+    """The operation with its security where FastAPI places it, after its ``operationId``."""
+    secured: dict[str, Any] = {}
+    for key, value in operation.items():
+        secured[key] = value
+        if key == "operationId":
+            secured["security"] = requirement
+    return secured
 
 
 def document_operations(

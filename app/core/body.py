@@ -13,7 +13,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
 
-from app.core.deps import authenticated, current_principal
+from app.core.deps import authenticated, needs_key
 from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
 from app.formats import gzip as gzip_format
 
@@ -103,8 +103,8 @@ RawBody = Annotated[bytes, Depends(_read_raw_body)]
 """The request body, already limited and decompressed, for routes that parse it themselves."""
 
 
-def _depends_on(dependant: Dependant, call: Callable[..., Any]) -> bool:
-    return dependant.call is call or any(_depends_on(sub, call) for sub in dependant.dependencies)
+def _needs_key(dependant: Dependant) -> bool:
+    return needs_key(dependant.call) or any(_needs_key(sub) for sub in dependant.dependencies)
 
 
 class ContextStoreRoute(APIRoute):
@@ -121,7 +121,7 @@ class ContextStoreRoute(APIRoute):
             self.accepted_media_types = frozenset({JSON_MEDIA_TYPE})
         else:
             self.accepted_media_types = frozenset()
-        self.authenticated = _depends_on(self.dependant, current_principal)
+        self.authenticated = _needs_key(self.dependant)
 
     def accepts(self, media_type: str | None) -> bool:
         if media_type is None:

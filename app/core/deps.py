@@ -9,7 +9,7 @@ from typing import Annotated
 
 from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Request
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyHeader, HTTPBearer
 from sqlalchemy import Connection, event
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
@@ -57,9 +57,15 @@ async def _read_session(request: Request) -> AsyncIterator[Session]:
 
 ReadSession = Annotated[Session, Depends(_read_session, scope="function")]
 
-_bearer = HTTPBearer(auto_error=False, description="An API key as a bearer token.")
-_api_key_header = APIKeyHeader(
-    name="X-API-Key", auto_error=False, description="An API key, as an alternative to Bearer."
+# The two ways to send a key, as the OpenAPI document (and Swagger UI's "Authorize") shows
+# them on every operation that needs one (app/core/api_docs.py). Not declared as dependencies:
+# FastAPI resolves each dependency on every request (10-15 µs of CPU each), and the key is read
+# by ``authenticated`` anyway.
+KEY_SCHEMES = (
+    HTTPBearer(auto_error=False, description="An API key as a bearer token."),
+    APIKeyHeader(
+        name="X-API-Key", auto_error=False, description="An API key, as an alternative to Bearer."
+    ),
 )
 
 
@@ -226,21 +232,22 @@ async def authenticated(request: Request) -> Principal:
     return await run_in_threadpool(_look_up, request, secret)
 
 
-async def current_principal(
-    request: Request,
-    # Declared so that OpenAPI (and Swagger UI's "Authorize") shows both ways to send a key.
-    _bearer_scheme: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    _api_key_scheme: Annotated[str | None, Depends(_api_key_header)],
-) -> Principal:
-    return await authenticated(request)
+# The dependencies that authenticate, by function: a route that declares one needs a key.
+_KEYED: set[Callable[..., object]] = set()
+
+
+def needs_key(dependency: Callable[..., object] | None) -> bool:
+    return dependency in _KEYED
 
 
 def _requires(scope: Scope) -> object:
-    async def dependency(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    async def dependency(request: Request) -> Principal:
+        principal = await authenticated(request)
         if scope not in principal.scopes:
             raise Forbidden(f"This key lacks the {scope.value!r} scope.")
         return principal
 
+    _KEYED.add(dependency)
     return Depends(dependency)
 
 

@@ -14,8 +14,6 @@ problems in one line each instead of repeating their schema and example ten time
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI
-
 from app.core import errors
 from app.core.errors import PROBLEM_MEDIA_TYPE
 
@@ -138,17 +136,3 @@ def add_problem_responses(spec: dict[str, Any]) -> None:
     schemas["Problem"] = PROBLEM_SCHEMA
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
-
-
-def document_problems(app: FastAPI) -> None:
-    """Make ``app.openapi()`` declare each route's problem responses."""
-    generate = app.openapi
-
-    def openapi() -> dict[str, Any]:
-        spec = generate()
-        if "Problem" not in spec.get("components", {}).get("schemas", {}):
-            add_problem_responses(spec)  # once: FastAPI caches the document it returns
-        return spec
-
-    # FastAPI's documented way to extend the document (its docs assign app.openapi too).
-    app.openapi = openapi  # type: ignore[method-assign]
