@@ -1,7 +1,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, update
+from sqlalchemy import bindparam, delete, func, insert
 from sqlmodel import col, select
 
 from app.core.db import DriverStatement, table_of
@@ -12,28 +12,8 @@ from app.storage.repository import ProjectScopedRepository
 CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 
-# A handover's append is a hot path: its two statements are built once, their values bound per
-# call, on the tables (no ORM unit of work, nor ORM bulk insert).
-CONTEXTS = table_of(FeatureContext)
-STORE_CONTEXT = DriverStatement(
-    update(CONTEXTS)
-    .where(CONTEXTS.c.id == bindparam("context_id"))
-    .values(
-        {
-            name: bindparam(name)
-            for name in (
-                "content",
-                "parts_at",
-                "etag",
-                "updated_at",
-                "size_bytes",
-                "current_phase",
-                "intervention_required",
-                "blocked_task",
-            )
-        }
-    )
-)
+# A handover's append is a hot path: its statements are built once, their values bound per
+# call, on the table (no ORM unit of work, nor ORM bulk insert).
 HANDOVERS = table_of(Handover)
 INSERT_HANDOVERS = insert(HANDOVERS)
 OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
@@ -49,11 +29,6 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
 
     model = FeatureContext
     key = ("feature_id",)
-
-    def store(self, context_id: int, columns: dict[str, Any]) -> None:
-        """The stored context's new document and the columns read from it, by value: a Core
-        UPDATE (``columns`` names every column of ``STORE_CONTEXT``)."""
-        STORE_CONTEXT.rows(self.session.connection(), {"context_id": context_id, **columns})
 
     def page(
         self,

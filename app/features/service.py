@@ -195,7 +195,7 @@ def _rewrite_head(
     is redacted already. Returns the new ETag."""
     assert context.id is not None
     columns = changed_parts_columns(context, _split(head).head, appended)
-    FeatureRepository(write.session).store(context.id, columns | _read_columns(head))
+    FeatureRepository(write.session).store(context, columns | _read_columns(head))
     etag: str = columns["etag"]
     return etag
 

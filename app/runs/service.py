@@ -78,15 +78,17 @@ def _rendered(state: dict[str, Any]) -> RenderedState:
     return RenderedState(state, head, entries)
 
 
-def _set_columns(row: RunState, state: dict[str, Any]) -> None:
+def _state_columns(state: dict[str, Any]) -> dict[str, Any]:
     """The columns read from the state (its head holds them all)."""
-    row.version = state["version"]
-    row.status = state["status"]
-    row.iteration = state["iteration"]
-    row.current_bead = state.get("current_bead", "")
-    row.total_cost = state["total_cost"]
-    row.total_turns = state["total_turns"]
-    row.state_updated_at = state["updated_at"]
+    return {
+        "version": state["version"],
+        "status": state["status"],
+        "iteration": state["iteration"],
+        "current_bead": state.get("current_bead", ""),
+        "total_cost": state["total_cost"],
+        "total_turns": state["total_turns"],
+        "state_updated_at": state["updated_at"],
+    }
 
 
 def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
@@ -94,9 +96,8 @@ def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
     read from it."""
     replacing = row.id is not None
     columns = parted_columns(rendered.head, [part for _bead, part in rendered.entries])
-    for name, value in columns.items():
+    for name, value in (columns | _state_columns(rendered.state)).items():
         setattr(row, name, value)
-    _set_columns(row, rendered.state)
     row = RunRepository(write.session).add(row)
     assert row.id is not None
     beads = BeadRepository(write.session, row.id)
@@ -115,7 +116,6 @@ def _store_change(
     assert row.id is not None and row.parts_at is not None
     head_state = redaction.for_storage({**state, "history": {}})
     head, _entries = atari_state.split(head_state)
-    _set_columns(row, head_state)
     if bead is None:
         columns = changed_parts_columns(row, head)
     else:
@@ -128,9 +128,8 @@ def _store_change(
             beads.insert([(bead_key(bead), bead.encode("utf-8"), part)])
         else:
             beads.replace(bead_key(bead), part)
-    for name, value in columns.items():
-        setattr(row, name, value)
-    return RunRepository(write.session).add(row)
+    RunRepository(write.session).store(row, columns | _state_columns(head_state))
+    return row
 
 
 @dataclass
