@@ -149,23 +149,40 @@ class DriverStatement:
         self._compiled: dict[str, _CompiledStatement] = {}
 
     def rows(self, connection: Connection, parameters: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        dialect = connection.dialect
+        compiled = self._compiled_for(connection.dialect)
+        return compiled.results(self._run(connection, compiled, compiled.values(parameters)))
+
+    def run_many(self, connection: Connection, parameter_sets: Sequence[Mapping[str, Any]]) -> None:
+        """The statement once for each set of parameters (an INSERT of many rows), in one call
+        of the driver's ``executemany``."""
+        if parameter_sets:
+            compiled = self._compiled_for(connection.dialect)
+            self._run(connection, compiled, [compiled.values(each) for each in parameter_sets])
+
+    def _compiled_for(self, dialect: Dialect) -> "_CompiledStatement":
         compiled = self._compiled.get(dialect.name)
         if compiled is None:
             compiled = self._compiled[dialect.name] = _CompiledStatement(self.statement, dialect)
-        values = compiled.values(parameters)
-        dbapi_connection = connection.connection
-        cursor = dbapi_connection.cursor()
+        return compiled
+
+    @staticmethod
+    def _run(connection: Connection, compiled: "_CompiledStatement", values: Any) -> Sequence[Any]:
+        """Run on the connection's driver cursor: ``values`` one set, or a list of them to run
+        many. Returns what the driver fetched (nothing, when run many)."""
+        many = isinstance(values, list)
+        cursor = connection.connection.cursor()
         try:
             for listener in connection.dispatch.before_cursor_execute:
-                listener(connection, cursor, compiled.sql, values, None, False)
+                listener(connection, cursor, compiled.sql, values, None, many)
+            if many:
+                cursor.executemany(compiled.sql, values)
+                return []
             cursor.execute(compiled.sql, values)
-            fetched = cursor.fetchall() if cursor.description is not None else []
-        except dialect.loaded_dbapi.Error as exc:
+            return cursor.fetchall() if cursor.description is not None else []
+        except connection.dialect.loaded_dbapi.Error as exc:
             raise _database_error(connection, cursor, compiled.sql, exc) from exc
         finally:
             cursor.close()
-        return compiled.results(fetched)
 
     def first(
         self, connection: Connection, parameters: Mapping[str, Any]

@@ -15,7 +15,12 @@ HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 # A handover's append is a hot path: its statements are built once, their values bound per
 # call, on the table (no ORM unit of work, nor ORM bulk insert).
 HANDOVERS = table_of(Handover)
-INSERT_HANDOVERS = insert(HANDOVERS)
+# Every column but the row's id.
+INSERT_HANDOVERS = DriverStatement(
+    insert(HANDOVERS).values(
+        {column.name: bindparam(column.name) for column in HANDOVERS.columns if column.name != "id"}
+    )
+)
 OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
 NEXT_POSITION = DriverStatement(
     select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0)).where(OF_CONTEXT)
@@ -57,8 +62,7 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
 
     def insert(self, handovers: list[dict[str, Any]]) -> None:
         """New notes, by their columns' values: a Core INSERT, no unit of work."""
-        if handovers:
-            self.session.execute(INSERT_HANDOVERS, handovers)
+        INSERT_HANDOVERS.run_many(self.session.connection(), handovers)
 
     def delete_for(self, context_id: int) -> None:
         self.session.execute(delete(Handover).where(col(Handover.context_id) == context_id))

@@ -16,7 +16,9 @@ BEAD_PART = DriverStatement(
     select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
 )
 PARTS = select(BEADS.c.part).where(OF_RUN).order_by(BEADS.c.bead)
-INSERT_BEADS = insert(BEADS)
+INSERT_BEADS = DriverStatement(
+    insert(BEADS).values({column.name: bindparam(column.name) for column in BEADS.columns})
+)
 REPLACE_PART = DriverStatement(
     update(BEADS)
     .where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
@@ -69,7 +71,7 @@ class BeadRepository:
                 {"run_state_id": self.run_state_id, "bead_key": key, "bead": bead, "part": part}
                 for key, bead, part in entries
             ]
-            self.session.execute(INSERT_BEADS, rows)
+            INSERT_BEADS.run_many(self.session.connection(), rows)
 
     def replace(self, key: str, part: bytes) -> None:
         parameters = {"state_id": self.run_state_id, "key": key, "new_part": part}
