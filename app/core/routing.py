@@ -40,6 +40,7 @@ class GatedRouter(APIRouter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._gate: re.Pattern[str] | None = None
+        self._tries: list[tuple[re.Pattern[str], set[str] | None]] = []
         self._gated_routes = -1
 
     @property
@@ -48,12 +49,31 @@ class GatedRouter(APIRouter):
         # Routes are added while the app is built; the gate follows them.
         if self._gated_routes != len(self.routes):
             self._gate = _path_gate(self.routes)
+            # With a gate, every route has a path expression (which BaseRoute does not declare).
+            self._tries = [
+                (getattr(route, "path_regex"), getattr(route, "methods", None))  # noqa: B009
+                for route in self.routes
+                if self._gate is not None
+            ]
             self._gated_routes = len(self.routes)
         return self._gate
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] == "http":
-            gate = self.gate
-            if gate is not None and gate.match(get_route_path(scope)) is None:
-                return Match.NONE, {}
-        return super().matches(scope)
+        gate = self.gate
+        if scope["type"] != "http" or gate is None:
+            return super().matches(scope)
+        path = get_route_path(scope)
+        if gate.match(path) is None:
+            return Match.NONE, {}
+        # Whether a route here takes the request, as FastAPI's own matching decides it: the
+        # first route whose path matches, with the method; else a path match (405). FastAPI
+        # asks this, discards all but the answer, then matches route by route again to handle
+        # the request, with its bookkeeping in the request's scope around each try (about 4 µs
+        # a route): the answer alone costs a regular expression a route.
+        partial = False
+        for path_regex, methods in self._tries:
+            if path_regex.match(path) is not None:
+                if not methods or scope["method"] in methods:
+                    return Match.FULL, {}
+                partial = True
+        return (Match.PARTIAL if partial else Match.NONE), {}
