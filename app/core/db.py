@@ -29,12 +29,13 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import DBAPIError, DisconnectionError, StatementError
 from sqlalchemy.pool import QueuePool
-from sqlalchemy.sql.expression import ReturnsRows
+from sqlalchemy.sql.expression import ReturnsRows, TextClause
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, SQLModel
 
@@ -144,7 +145,7 @@ class DriverStatement:
     lost connection is invalidated. Only statements whose values are all bound explicitly (no
     column defaults filled in by SQLAlchemy at execution) belong here."""
 
-    def __init__(self, statement: ReturnsRows) -> None:
+    def __init__(self, statement: ReturnsRows | TextClause) -> None:
         self.statement = statement
         self._compiled: dict[str, _CompiledStatement] = {}
 
@@ -194,7 +195,7 @@ class DriverStatement:
 class _CompiledStatement:
     """A statement's SQL for one dialect, the order of its parameters and their processors."""
 
-    def __init__(self, statement: ReturnsRows, dialect: Dialect) -> None:
+    def __init__(self, statement: ReturnsRows | TextClause, dialect: Dialect) -> None:
         self._compiled = statement.compile(dialect=dialect)
         self.sql = self._compiled.string
         self._positions = self._compiled.positiontup if dialect.positional else None
@@ -206,7 +207,7 @@ class _CompiledStatement:
         # A SELECT's columns, or an INSERT's RETURNING (none without one).
         processors = [
             column.type.dialect_impl(dialect).result_processor(dialect, None)
-            for column in statement.exported_columns
+            for column in getattr(statement, "exported_columns", ())  # none in a TextClause
         ]
         self._results = processors if any(processors) else None
 
@@ -354,11 +355,11 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    begin_statement = "BEGIN IMMEDIATE" if writer else "BEGIN"
+    begin_statement = DriverStatement(text("BEGIN IMMEDIATE" if writer else "BEGIN"))
 
     @event.listens_for(engine, "begin")
-    def begin(connection: Any) -> None:
-        connection.exec_driver_sql(begin_statement)
+    def begin(connection: Connection) -> None:
+        begin_statement.rows(connection, {})
 
     return engine
 
