@@ -155,8 +155,11 @@ class DriverStatement:
 
     def run_many(self, connection: Connection, parameter_sets: Sequence[Mapping[str, Any]]) -> None:
         """The statement once for each set of parameters (an INSERT of many rows), in one call
-        of the driver's ``executemany``."""
-        if parameter_sets:
+        of the driver's ``executemany``; a single set as ``rows`` runs it (psycopg's
+        ``executemany`` enters pipeline mode, which costs a synchronisation more)."""
+        if len(parameter_sets) == 1:
+            self.rows(connection, parameter_sets[0])
+        elif parameter_sets:
             compiled = self._compiled_for(connection.dialect)
             self._run(connection, compiled, [compiled.values(each) for each in parameter_sets])
 
