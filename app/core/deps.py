@@ -5,7 +5,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Request
@@ -235,19 +235,34 @@ async def authenticated(request: Request) -> Principal:
 # The dependencies that authenticate, by function: a route that declares one needs a key.
 _KEYED: set[Callable[..., object]] = set()
 
+KeyedDependency = TypeVar("KeyedDependency", bound=Callable[..., object])
+
+
+def keyed(dependency: KeyedDependency) -> KeyedDependency:
+    """Marks a dependency that authenticates (with ``principal_with``) itself, rather than
+    through ``Reader``, ``Writer`` or ``Admin``: one dependency fewer for FastAPI to resolve on
+    every request (10-15 µs of CPU each)."""
+    _KEYED.add(dependency)
+    return dependency
+
 
 def needs_key(dependency: Callable[..., object] | None) -> bool:
     return dependency in _KEYED
 
 
-def _requires(scope: Scope) -> object:
-    async def dependency(request: Request) -> Principal:
-        principal = await authenticated(request)
-        if scope not in principal.scopes:
-            raise Forbidden(f"This key lacks the {scope.value!r} scope.")
-        return principal
+async def principal_with(request: Request, scope: Scope) -> Principal:
+    """The request's principal, which must hold ``scope`` (403 otherwise)."""
+    principal = await authenticated(request)
+    if scope not in principal.scopes:
+        raise Forbidden(f"This key lacks the {scope.value!r} scope.")
+    return principal
 
-    _KEYED.add(dependency)
+
+def _requires(scope: Scope) -> object:
+    @keyed
+    async def dependency(request: Request) -> Principal:
+        return await principal_with(request, scope)
+
     return Depends(dependency)
 
 

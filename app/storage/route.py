@@ -15,7 +15,8 @@ from fastapi import Depends, Request, Response
 from sqlmodel import Session
 
 from app.core.db import Database, session_scope
-from app.core.deps import Admin, Writer, get_database
+from app.core.deps import get_database, keyed, principal_with
+from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -64,17 +65,21 @@ class Writes:
 # its own, a hop a request should not pay for this.
 
 
-async def _writes(request: Request, principal: Writer) -> Writes:
+@keyed
+async def _writes(request: Request) -> Writes:
+    principal = await principal_with(request, Scope.write)
     return Writes(get_database(request), principal.tenant)
 
 
-async def _admin_writes(request: Request, principal: Admin) -> Writes:
+@keyed
+async def _admin_writes(request: Request) -> Writes:
+    principal = await principal_with(request, Scope.admin)
     return Writes(get_database(request), principal.tenant)
 
 
-async def _idempotent_writes(
-    request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
-) -> Writes:
+@keyed
+async def _idempotent_writes(request: Request, idempotency_key: IdempotencyKey = None) -> Writes:
+    principal = await principal_with(request, Scope.write)
     idempotency = await idempotency_of(request, principal, idempotency_key)
     return Writes(get_database(request), principal.tenant, idempotency)
 
