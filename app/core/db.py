@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +202,8 @@ class _CompiledStatement:
     def __init__(self, statement: ReturnsRows | TextClause, dialect: Dialect) -> None:
         self._compiled = statement.compile(dialect=dialect)
         self.sql = self._compiled.string
-        self._positions = self._compiled.positiontup if dialect.positional else None
+        positions = self._compiled.positiontup if dialect.positional else None
+        self._ordered = None if positions is None else _picker(positions)
         self._binds = {
             name: processor
             for name, bind in self._compiled.binds.items()
@@ -219,9 +221,7 @@ class _CompiledStatement:
         for name, processor in self._binds.items():
             if name in values:
                 values[name] = processor(values[name])
-        if self._positions is None:
-            return values
-        return tuple(values[name] for name in self._positions)
+        return values if self._ordered is None else self._ordered(values)
 
     def results(self, fetched: Sequence[Any]) -> list[tuple[Any, ...]]:
         if self._results is None:
@@ -234,6 +234,13 @@ class _CompiledStatement:
             )
             for row in fetched
         ]
+
+
+def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
+    """The values of ``names``, in their order, as a positional driver takes them."""
+    if len(names) > 1:
+        return itemgetter(*names)  # in C; with one name it gives the value alone
+    return lambda values: tuple(values[name] for name in names)
 
 
 def _database_error(connection: Connection, cursor: Any, sql: str, exc: Any) -> StatementError:
