@@ -34,7 +34,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError, StatementError
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql.expression import ReturnsRows, TextClause
 from sqlalchemy.types import TypeDecorator
@@ -184,8 +184,12 @@ class DriverStatement:
                 return []
             cursor.execute(compiled.sql, values)
             return cursor.fetchall() if cursor.description is not None else []
-        except connection.dialect.loaded_dbapi.Error as exc:
-            raise _database_error(connection, cursor, compiled.sql, exc) from exc
+        except BaseException as exc:
+            # SQLAlchemy's own handling, as its execute has it (private, but the one path that
+            # does all of it): the driver's error wrapped as SQLAlchemy's (which the error
+            # handlers answer), ``handle_error`` listeners, and on a lost connection this one
+            # invalidated and every connection the pool held before it replaced at checkout.
+            connection._handle_dbapi_exception(exc, compiled.sql, values, cursor, None)
         finally:
             cursor.close()
 
@@ -241,25 +245,6 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
     if len(names) > 1:
         return itemgetter(*names)  # in C; with one name it gives the value alone
     return lambda values: tuple(values[name] for name in names)
-
-
-def _database_error(connection: Connection, cursor: Any, sql: str, exc: Any) -> StatementError:
-    """The driver's error as SQLAlchemy's ``execute`` raises it (which the error handlers
-    answer), the connection invalidated when it was lost."""
-    dialect = connection.dialect
-    lost = dialect.is_disconnect(exc, connection.connection, cursor)
-    if lost:
-        connection.invalidate(exc)
-    error: StatementError = DBAPIError.instance(
-        sql,
-        None,
-        exc,
-        dialect.loaded_dbapi.Error,
-        hide_parameters=True,
-        connection_invalidated=lost,
-        dialect=dialect,
-    )
-    return error
 
 
 @dataclass(frozen=True)

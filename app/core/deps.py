@@ -101,8 +101,9 @@ class PrincipalCache:
 
     A key's tenant and scopes never change; whether it was revoked can change at any moment,
     in any process. So a remembered key is only half-authenticated: the request's first
-    database transaction confirms it is still active (``_confirm_key``), whichever process or
-    command revoked it. Unknown keys are never remembered, so a new key works at once.
+    database transaction confirms it is still active (``_confirm_key``; a write's first
+    statement, ``take_key_confirmation``), whichever process or command revoked it. Unknown
+    keys are never remembered, so a new key works at once.
     """
 
     def __init__(self, ttl: float, size: int = 4096) -> None:

@@ -191,8 +191,8 @@ def _rewrite_head(
 ) -> str:
     """Store a change to a context kept as its parts that leaves its notes as they are, but
     for the note ``appended`` (whose row the caller inserts): the new head, by value, in one
-    prebuilt UPDATE, no unit of work (``context`` keeps the version it was read at). ``head``
-    is redacted already. Returns the new ETag."""
+    prebuilt UPDATE, no unit of work (``context`` then holds the new columns as stored).
+    ``head`` is redacted already. Returns the new ETag."""
     assert context.id is not None
     columns = changed_parts_columns(context, _split(head).head, appended)
     FeatureRepository(write.session).store(context, columns | _read_columns(head))

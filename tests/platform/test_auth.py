@@ -286,13 +286,20 @@ def test_a_known_key_revoked_elsewhere_is_refused_on_every_route(app: FastAPI, c
 def test_a_known_key_revoked_elsewhere_creates_no_project(app: FastAPI, client, tenant):
     """A write confirms its remembered key in the statement that creates or touches the
     project: revoked, the write is a 401 that leaves no project behind, nor a touched one."""
-    key = create_key(app, tenant)
-    known = client_for(app, key)
     decision = {"id": "dec-001", "decision": "d", "timestamp": 1}
-    assert known.post("/v1/projects/touched/memory/decisions", json=decision).status_code == 201
+    keys_by_project = {project: create_key(app, tenant) for project in ("new-project", "touched")}
+    knowns = {project: client_for(app, key) for project, key in keys_by_project.items()}
+    # Both keys known to the server (a refused key is forgotten: one key a project, so that
+    # each write below is refused by its own upsert, not by a fresh look-up).
+    assert (
+        knowns["touched"].post("/v1/projects/touched/memory/decisions", json=decision).status_code
+        == 201
+    )
+    assert knowns["new-project"].get("/v1/projects").status_code == 200
     touched = client.get("/v1/projects/touched").json()
-    _revoke_in_the_database(app, key)
-    for project in ("new-project", "touched"):
+    for key in keys_by_project.values():
+        _revoke_in_the_database(app, key)
+    for project, known in knowns.items():
         url = f"/v1/projects/{project}/memory/decisions"
         assert_problem(known.post(url, json=decision | {"id": "dec-002"}), 401)
     assert_problem(client.get("/v1/projects/new-project"), 404)
@@ -308,3 +315,14 @@ def test_without_the_cache_a_revoke_elsewhere_applies_at_once(database_url, tena
         assert client.get("/v1/projects").status_code == 200
         _revoke_in_the_database(application, key)
         assert_problem(client.get("/v1/projects"), 401)
+
+
+@pytest.mark.parametrize("idempotency_key", ["", "k" * 256])
+def test_who_is_asking_comes_before_a_bad_idempotency_key(app: FastAPI, tenant, idempotency_key):
+    """Without a key 401, with a read-only key 403: before the header's own 422, also on a
+    POST without a body (whose route class does not authenticate before the dependencies)."""
+    url = "/v1/projects/p/saves/1/resume"
+    headers = {"Idempotency-Key": idempotency_key}
+    assert_problem(client_for(app, None).post(url, headers=headers), 401)
+    reader = client_for(app, create_key(app, tenant, Scope.read))
+    assert_problem(reader.post(url, headers=headers), 403)
