@@ -15,8 +15,7 @@ from fastapi import Depends, Request, Response
 from sqlmodel import Session
 
 from app.core.db import Database, session_scope
-from app.core.deps import Writer, get_database, keyed, principal_with
-from app.core.security import Scope
+from app.core.deps import Admin, Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -65,21 +64,18 @@ class Writes:
 # its own, a hop a request should not pay for this.
 
 
-@keyed
-async def _writes(request: Request) -> Writes:
-    principal = await principal_with(request, Scope.write)
+async def _writes(request: Request, principal: Writer) -> Writes:
     return Writes(get_database(request), principal.tenant)
 
 
-@keyed
-async def _admin_writes(request: Request) -> Writes:
-    principal = await principal_with(request, Scope.admin)
+async def _admin_writes(request: Request, principal: Admin) -> Writes:
     return Writes(get_database(request), principal.tenant)
 
 
-# The key's check stays a dependency of its own here: FastAPI validates a dependency's own
-# parameters (the Idempotency-Key header) before calling it, so that only a sub-dependency
-# answers an anonymous or read-only client with 401 or 403 before a bad header's 422.
+# The key's check is a dependency of its own (``Writer``), not a call in here: FastAPI validates
+# a dependency's own parameters (the Idempotency-Key header) before calling it, so that only a
+# sub-dependency answers an anonymous or read-only client with 401 or 403 before a bad
+# header's 422.
 async def _idempotent_writes(
     request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> Writes:
