@@ -152,7 +152,8 @@ class DriverStatement:
 
     def rows(self, connection: Connection, parameters: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         compiled = self._compiled_for(connection.dialect)
-        return compiled.results(self._run(connection, compiled, compiled.values(parameters)))
+        fetched = self._run(connection, compiled, compiled.values(parameters), many=False)
+        return compiled.results(fetched)
 
     def run_many(self, connection: Connection, parameter_sets: Sequence[Mapping[str, Any]]) -> None:
         """The statement once for each set of parameters (an INSERT of many rows), in one call
@@ -162,7 +163,8 @@ class DriverStatement:
             self.rows(connection, parameter_sets[0])
         elif parameter_sets:
             compiled = self._compiled_for(connection.dialect)
-            self._run(connection, compiled, [compiled.values(each) for each in parameter_sets])
+            values = [compiled.values(each) for each in parameter_sets]
+            self._run(connection, compiled, values, many=True)
 
     def _compiled_for(self, dialect: Dialect) -> "_CompiledStatement":
         compiled = self._compiled.get(dialect.name)
@@ -171,10 +173,11 @@ class DriverStatement:
         return compiled
 
     @staticmethod
-    def _run(connection: Connection, compiled: "_CompiledStatement", values: Any) -> Sequence[Any]:
-        """Run on the connection's driver cursor: ``values`` one set, or a list of them to run
-        many. Returns what the driver fetched (nothing, when run many)."""
-        many = isinstance(values, list)
+    def _run(
+        connection: Connection, compiled: "_CompiledStatement", values: Any, *, many: bool
+    ) -> Sequence[Any]:
+        """Run on the connection's driver cursor: ``values`` one set, or (``many``) a list of
+        them. Returns what the driver fetched (nothing, when run many)."""
         cursor = connection.connection.cursor()
         try:
             for listener in connection.dispatch.before_cursor_execute:
@@ -221,7 +224,7 @@ class _CompiledStatement:
         self._results = processors if any(processors) else None
 
     def values(self, parameters: Mapping[str, Any]) -> Any:
-        values = self._compiled.construct_params(dict(parameters))
+        values = self._compiled.construct_params(parameters)
         for name, processor in self._binds.items():
             if name in values:
                 values[name] = processor(values[name])

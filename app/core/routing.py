@@ -50,11 +50,14 @@ class GatedRouter(APIRouter):
         if self._gated_routes != len(self.routes):
             self._gate = _path_gate(self.routes)
             # With a gate, every route has a path expression (which BaseRoute does not declare).
-            self._tries = [
-                (getattr(route, "path_regex"), getattr(route, "methods", None))  # noqa: B009
-                for route in self.routes
-                if self._gate is not None
-            ]
+            self._tries = (
+                []
+                if self._gate is None
+                else [
+                    (getattr(route, "path_regex"), getattr(route, "methods", None))  # noqa: B009
+                    for route in self.routes
+                ]
+            )
             self._gated_routes = len(self.routes)
         return self._gate
 
