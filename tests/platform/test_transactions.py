@@ -1,13 +1,18 @@
 """One transaction per request, committed before the response; concurrent writers lose nothing."""
 
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
-from tests.conftest import client_for, create_key
+from app.core.migrations import upgrade
+from app.main import create_app
+from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import assert_problem, import_save, seed_save
+from tests.platform.servers import create_key_in
 
 
 def test_a_commit_that_fails_is_the_response(app, client, project, monkeypatch):
@@ -97,3 +102,31 @@ def test_a_completing_import_racing_a_prune_never_fails_the_server(
     assert imported.result().status_code == 201, imported.result().text
     assert pruned.result().json()["deleted"] + imported.result().json()["pruned"] == 3
     assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
+
+
+def test_a_write_waiting_out_another_process_s_sqlite_lock_is_a_503_and_stores_nothing(
+    tmp_path,
+):
+    """Another process holds SQLite's write lock past the busy timeout: the write's first
+    statement (``BEGIN IMMEDIATE``, run on the driver) fails as SQLAlchemy's error would, a 503
+    to retry; once the lock is released the same write succeeds. SQLite's alone: PostgreSQL has
+    no database-wide write lock (its lost connections: test_idle_connections.py)."""
+    url = f"sqlite:///{tmp_path / 'locked.db'}"
+    upgrade(url)
+    key = create_key_in(url, "locked")
+    app = create_app(make_settings(url, sqlite_busy_timeout_ms=50))
+    decision = {"id": "dec-001", "decision": "d", "timestamp": 1}
+    path = "/v1/projects/locked/memory/decisions"
+    with TestClient(app), client_for(app, key) as client:
+        holder = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            answer = client.post(path, json=decision)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        problem = assert_problem(answer, 503)
+        assert "busy" in problem["detail"]
+        assert answer.headers["Retry-After"]
+        assert_problem(client.get("/v1/projects/locked"), 404)  # not even the project
+        assert client.post(path, json=decision).status_code == 201
