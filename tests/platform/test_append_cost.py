@@ -188,6 +188,20 @@ def test_an_append_costs_the_same_next_to_ten_items_as_next_to_a_thousand(app, c
     _assert_flat(_cost(app, small), _cost(app, large))
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_an_append_updates_each_table_once(app, client, case):
+    """A change to a stored row is one UPDATE (``ProjectScopedRepository.store``), whose values
+    the row then holds as stored: the commit's flush has nothing left to write again."""
+    append = CASES[case](client, SMALL)
+    append()
+    updates = [
+        statement.split()[1]
+        for statement in _cost(app, append).statements
+        if statement.lstrip().upper().startswith("UPDATE")
+    ]
+    assert len(updates) == len(set(updates)), updates
+
+
 def test_an_appended_document_is_whole_its_size_true_and_its_tag_strong(client):
     append = _feature(client, SMALL)
     response = append()
