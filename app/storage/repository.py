@@ -6,6 +6,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import bindparam, update
 from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -52,13 +53,16 @@ class ProjectScopedRepository(Generic[RowT]):
     def store(self, row: RowT, columns: Mapping[str, Any]) -> None:
         """Write ``columns`` of a row stored already, by its id, in one prebuilt UPDATE (the unit
         of work's flush cost as much again as the statement), and give ``row`` their new values
-        as its stored ones, so that the commit has nothing more to write."""
+        as its stored ones, so that the commit has nothing more to write. The row must still be
+        there (the write holds it locked): if not, ``StaleDataError``, as the ORM's flush
+        raises, rather than a change silently lost."""
         names = frozenset(columns)
         statement = self._updates.get(names)
         if statement is None:
             statement = self._updates.setdefault(names, self._update_of(names))
         row_id = row.id  # type: ignore[attr-defined]  # every project-scoped table has its id
-        statement.rows(self.session.connection(), {"row_id": row_id, **columns})
+        if not statement.rows(self.session.connection(), {"row_id": row_id, **columns}):
+            raise StaleDataError(f"{self.model.__name__} {row_id} was not there to update")
         for name, value in columns.items():
             set_committed_value(row, name, value)
 
@@ -69,6 +73,7 @@ class ProjectScopedRepository(Generic[RowT]):
             update(table)
             .where(table.c.id == bindparam("row_id"))
             .values({name: bindparam(name) for name in sorted(names)})
+            .returning(table.c.id)
         )
 
     def delete(self, row: RowT) -> None:
