@@ -18,6 +18,7 @@ from sqlalchemy import Engine, MetaData, select
 
 from app.cli import pull_directory, push_directory
 from app.client import ContextStoreClient
+from app.core.conditional import etag_of
 from app.core.config import Settings
 from app.core.migrations import upgrade
 from app.main import create_app
@@ -177,9 +178,9 @@ def test_the_same_content_under_another_name_is_another_save(client, project):
 
 
 def _plain_digests(content: bytes) -> set[bytes]:
-    """Digests anyone holding a guess of the bytes could compute: SHA-256 (hex and raw) of the
-    bytes, and of the bytes framed as the idempotency fingerprint frames a request."""
-    digests = set()
+    """Digests anyone holding a guess of the bytes could compute: SHA-256 and BLAKE2b (hex and
+    raw) of the bytes, and the ETag those bytes would have."""
+    digests = {etag_of(content).strip('"').encode()}
     for raw in (
         hashlib.sha256(content).digest(),
         hashlib.blake2b(content, digest_size=16).digest(),
