@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -270,6 +270,12 @@ class Database:
 
     def write_session(self) -> Session:
         return Session(self.writer, expire_on_commit=False)
+
+    def write_transaction(self) -> AbstractContextManager[Session]:
+        """The writer's session: committed when the block succeeds, rolled back when it
+        raises. Every write's (``app/storage/route.py``), and on its own for the writes that
+        change no project's contents (an API key, a project's delete)."""
+        return session_scope(self.write_session())
 
 
 # Connections a pool may open beyond one per worker thread: a request's session is ended

@@ -1,9 +1,9 @@
 from typing import Annotated
 
-from fastapi import Path, Response
+from fastapi import Path, Request, Response
 
 from app.core.body import ContextStoreRoute
-from app.core.deps import Admin, ReadSession
+from app.core.deps import Admin, ReadSession, get_database
 from app.core.pagination import Cursor, Limit
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
@@ -11,7 +11,6 @@ from app.core.security import Scope
 from app.keys import service
 from app.keys.models import ApiKey
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyPublic
-from app.storage.route import AdminWritesDep
 
 KeyId = Annotated[str, Path(pattern=r"^[0-9a-f]{16}$", description="The key's id.")]
 
@@ -31,13 +30,13 @@ def _public(key: ApiKey) -> ApiKeyPublic:
 
 
 @router.post("", status_code=201, response_model=ApiKeyCreated)
-def create_key(body: ApiKeyCreate, writes: AdminWritesDep) -> ApiKeyCreated:
+def create_key(body: ApiKeyCreate, request: Request, principal: Admin) -> ApiKeyCreated:
     """Create an API key for the caller's tenant. The key is in this response only.
 
     Idempotency-Key is not honoured here: replaying the response would mean storing the key.
     """
-    with writes.transaction() as session:
-        created = service.create_key(session, writes.tenant, frozenset(body.scopes), body.name)
+    with get_database(request).write_transaction() as session:
+        created = service.create_key(session, principal.tenant, frozenset(body.scopes), body.name)
     return ApiKeyCreated(**_public(created.record).model_dump(), key=created.secret)
 
 
@@ -51,9 +50,9 @@ def list_keys(
 
 
 @router.delete("/{key_id}", status_code=204, response_class=Response)
-def revoke_key(key_id: KeyId, writes: AdminWritesDep) -> Response:
+def revoke_key(key_id: KeyId, request: Request, principal: Admin) -> Response:
     """Revoke a key: it stops working at once, on every server of the database. The record
     stays for the audit trail."""
-    with writes.transaction() as session:
-        service.revoke_key(session, writes.tenant, key_id)
+    with get_database(request).write_transaction() as session:
+        service.revoke_key(session, principal.tenant, key_id)
     return Response(status_code=204)

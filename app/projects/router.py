@@ -2,14 +2,13 @@ from fastapi import Request, Response
 
 from app.core.body import ContextStoreRoute
 from app.core.conditional import if_match, not_modified
-from app.core.deps import Reader, ReadSession
+from app.core.deps import Reader, ReadSession, Writer, get_database
 from app.core.identifiers import ProjectName
 from app.core.pagination import Cursor, Limit
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.projects import service
 from app.projects.schemas import ProjectPublic
-from app.storage.route import WritesDep
 
 router = GatedRouter(prefix="/v1/projects", tags=["projects"], route_class=ContextStoreRoute)
 
@@ -43,11 +42,11 @@ def get_project(
 
 
 @router.delete("/{project}", status_code=204, response_class=Response)
-def delete_project(project: ProjectName, request: Request, writes: WritesDep) -> Response:
+def delete_project(project: ProjectName, request: Request, principal: Writer) -> Response:
     """Delete the project and everything stored in it. Honours If-Match."""
     precondition = if_match(request)
-    # Not a write to the project's contents: it locks the project as it finds it, never
-    # creates it.
-    with writes.transaction() as session:
-        service.delete_project(session, writes.tenant, project, precondition)
+    # Not a write to the project's contents (app/storage): it locks the project as it finds
+    # it, never creates it.
+    with get_database(request).write_transaction() as session:
+        service.delete_project(session, principal.tenant, project, precondition)
     return Response(status_code=204)

@@ -7,15 +7,13 @@ then failed to commit.
 """
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request, Response
-from sqlmodel import Session
 
-from app.core.db import Database, session_scope
-from app.core.deps import Admin, Writer, get_database
+from app.core.db import Database
+from app.core.deps import Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -31,16 +29,11 @@ class Writes:
     tenant: str
     idempotency: Idempotency | None = None
 
-    def transaction(self) -> AbstractContextManager[Session]:
-        """The writer's session: committed when the block succeeds, rolled back when it
-        raises. For the writes that change no project's contents (keys, a project's delete)."""
-        return session_scope(self.database.write_session())
-
     def run(self, project: str, change: Change, *, create: bool = True) -> Response:
         """Lock the project, replay the key's first response or claim the key, apply the
         change, remember its response under the key, commit. Without ``create``, a project
         that does not exist is a 404 (``begin_write``)."""
-        with self.transaction() as session:
+        with self.database.write_transaction() as session:
             write = begin_write(session, self.tenant, project, create=create)
             if self.idempotency is None:
                 return change(write)
@@ -68,10 +61,6 @@ async def _writes(request: Request, principal: Writer) -> Writes:
     return Writes(get_database(request), principal.tenant)
 
 
-async def _admin_writes(request: Request, principal: Admin) -> Writes:
-    return Writes(get_database(request), principal.tenant)
-
-
 # The key's check is a dependency of its own (``Writer``), not a call in here: FastAPI validates
 # a dependency's own parameters (the Idempotency-Key header) before calling it, so that only a
 # sub-dependency answers an anonymous or read-only client with 401 or 403 before a bad
@@ -88,6 +77,3 @@ WritesDep = Annotated[Writes, Depends(_writes)]
 nature, or guarded by If-Match)."""
 IdempotentWritesDep = Annotated[Writes, Depends(_idempotent_writes)]
 """For a POST that creates or appends: honours ``Idempotency-Key``."""
-AdminWritesDep = Annotated[Writes, Depends(_admin_writes)]
-"""For an administrator's write (the tenant's API keys): the admin scope, not the write scope,
-and no project (``Writes.transaction``)."""
