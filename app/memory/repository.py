@@ -11,7 +11,6 @@ from sqlalchemy import (
     Row,
     bindparam,
     func,
-    insert,
     literal_column,
     text,
     update,
@@ -107,20 +106,10 @@ def _new_item_context_statement() -> Any:
     )
 
 
-# Appends are the hot path: their two statements are built once, on the tables (not the ORM
+# Appends are the hot path: their statements are built once, on the tables (not the ORM
 # classes, whose bulk-insert path around one row cost as much again), and run on the session's
-# connection with their values bound per call.
+# connection with their values bound per call (the item's own INSERT: ``create``).
 NEW_ITEM_CONTEXT = DriverStatement(_new_item_context_statement())
-# A new item sets every column but its id (the database's) and archived_at (a new item is not).
-INSERT_ITEM = DriverStatement(
-    insert(table_of(MemoryItem)).values(
-        {
-            column.name: bindparam(column.name)
-            for column in table_of(MemoryItem).columns
-            if column.name not in ("id", "archived_at")
-        }
-    )
-)
 # The first entry from the top of the index, whatever the planner's statistics say (a max()
 # over rows it takes for few is read whole).
 HIGHEST_ID_NUMBER = DriverStatement(
@@ -211,10 +200,6 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
             features_completed=completed or 0,
             style=style,
         )
-
-    def insert(self, values: dict[str, Any]) -> None:
-        """A new item, by its columns' values: a Core INSERT, no unit of work."""
-        INSERT_ITEM.rows(self.session.connection(), values)
 
     def highest_id_number(self, project_id: int, kind: str) -> int | None:
         """The highest ``id_number`` of the kind's items: one read of its index."""

@@ -332,7 +332,8 @@ def create_item(write: Write, kind: ItemKind, raw: bytes) -> CreatedItem:
     if context.id_taken:
         raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
     stored = _stored_values(kind, document)
-    repository.insert(
+    # Every column but its id (the database's) and archived_at (a new item is not).
+    repository.create(
         stored
         | {
             "project_id": write.project_id,

@@ -55,6 +55,16 @@ TOUCH = {
     for confirming_key in (False, True)
 }
 
+# Run by every save import: built once, on the driver (the ORM's UPDATE around it, which
+# synchronises the session's objects with what it changed, cost 0.8 ms of an import's CPU).
+_PROJECTS = table_of(Project)
+NEXT_SAVE_NUMBER = DriverStatement(
+    update(_PROJECTS)
+    .where(_PROJECTS.c.id == bindparam("project_id"))
+    .values(last_save_number=_PROJECTS.c.last_save_number + 1)
+    .returning(_PROJECTS.c.last_save_number)
+)
+
 
 class ProjectRepository:
     """Every query is scoped by tenant here, so no caller can forget to."""
@@ -83,14 +93,8 @@ class ProjectRepository:
     def next_save_number(self, project_id: int) -> int:
         """Counts a new save in the project and returns its number. One statement that reads
         and writes the counter under the row's lock: two imports never take the same number."""
-        statement = (
-            update(Project)
-            .where(col(Project.id) == project_id)
-            .values(last_save_number=col(Project.last_save_number) + 1)
-            .returning(col(Project.last_save_number))
-        )
-        number: int = self.session.execute(statement).scalar_one()
-        return number
+        ((number,),) = NEXT_SAVE_NUMBER.rows(self.session.connection(), {"project_id": project_id})
+        return int(number)
 
     def page(self, tenant: str, cursor: str | None, limit: int) -> tuple[list[Project], str | None]:
         statement = select(Project).where(Project.tenant == tenant)

@@ -2,10 +2,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete
+from sqlalchemy import CursorResult, bindparam, delete, insert
 from sqlmodel import col, select
 
-from app.core.db import searchable
+from app.core.db import DriverStatement, searchable, table_of
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
 from app.storage.repository import ProjectScopedRepository
@@ -13,6 +13,11 @@ from app.storage.repository import ProjectScopedRepository
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
 NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
+INSERT_PHASE_STATUSES = DriverStatement(
+    insert(table_of(SavePhaseStatus)).values(
+        save_id=bindparam("save_id"), phase=bindparam("phase"), status=bindparam("status")
+    )
+)
 
 Position = tuple[datetime, int]
 """Where a save stands among its project's saves: its ``timestamp``, then its ``number``."""
@@ -34,15 +39,16 @@ class SaveRepository(ProjectScopedRepository[Save]):
     model = Save
     key = ("number",)
 
-    def add_phase_statuses(self, save: Save, phase_statuses: dict[str, str]) -> None:
-        assert save.id is not None, "add() the save first"
+    def add_phase_statuses(self, save_id: int, phase_statuses: dict[str, str]) -> None:
         # Keyed as stored: names that differ only in unstorable characters become one row.
         rows = {searchable(phase): status for phase, status in phase_statuses.items()}
-        self.session.add_all(
-            SavePhaseStatus(save_id=save.id, phase=phase, status=status)
-            for phase, status in rows.items()
+        INSERT_PHASE_STATUSES.run_many(
+            self.session.connection(),
+            [
+                {"save_id": save_id, "phase": phase, "status": status}
+                for phase, status in rows.items()
+            ],
         )
-        self.session.flush()
 
     def find_file(self, project_id: int, filename: str, etag: str) -> int | None:
         """The number of a save of the project with this name whose file has this ETag."""

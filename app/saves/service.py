@@ -69,24 +69,26 @@ def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
     return PreparedSave(name, document, warnings, redactions, summary, content, stored, gzipped)
 
 
-def _store_file(
-    save: Save, summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
-) -> None:
+def _file_columns(
+    summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
+) -> dict[str, Any]:
     """The save's file (``stored``: ``content`` as kept, gzip-compressed when ``gzipped``),
     its ETag (the file's own bytes') and every column read from it."""
-    save.timestamp = summary.timestamp
-    save.project_name = summary.project_name
-    save.current_phase = summary.current_phase
-    save.all_phases_complete = summary.all_phases_complete
-    save.token_total = summary.token_total
-    save.token_limit = summary.token_limit
-    save.token_percentage = summary.token_percentage
-    save.save_count = summary.save_count
-    save.resume_count = summary.resume_count
-    save.size_bytes = len(content)
-    save.etag = etag_of(content)
-    save.content = stored
-    save.content_gzipped = gzipped
+    return {
+        "timestamp": summary.timestamp,
+        "project_name": summary.project_name,
+        "current_phase": summary.current_phase,
+        "all_phases_complete": summary.all_phases_complete,
+        "token_total": summary.token_total,
+        "token_limit": summary.token_limit,
+        "token_percentage": summary.token_percentage,
+        "save_count": summary.save_count,
+        "resume_count": summary.resume_count,
+        "size_bytes": len(content),
+        "etag": etag_of(content),
+        "content": stored,
+        "content_gzipped": gzipped,
+    }
 
 
 def _file_bytes(save: Save) -> bytes:
@@ -101,22 +103,27 @@ class Stored:
 
 def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Stored:
     repository = SaveRepository(write.session)
-    save = Save(  # type: ignore[call-arg]  # the file's columns: _store_file, below
-        project_id=write.project_id,
-        number=ProjectRepository(write.session).next_save_number(write.project_id),
-        filename=prepared.filename,
+    summary = prepared.summary
+    number = ProjectRepository(write.session).next_save_number(write.project_id)
+    file = _file_columns(summary, prepared.content, prepared.stored, prepared.gzipped)
+    save_id = repository.create(
+        file
+        | {
+            "project_id": write.project_id,
+            "number": number,
+            "filename": prepared.filename,
+            "stored_at": utcnow(),
+        }
     )
-    _store_file(save, prepared.summary, prepared.content, prepared.stored, prepared.gzipped)
-    repository.add(save)
-    repository.add_phase_statuses(save, prepared.summary.phase_statuses)
+    repository.add_phase_statuses(save_id, summary.phase_statuses)
     # Seed 000: "Delete old saves after successful completion".
-    completed = auto_prune and save.all_phases_complete
-    pruned = _delete_before(write, (save.timestamp, save.number)) if completed else 0
+    completed = auto_prune and summary.all_phases_complete
+    pruned = _delete_before(write, (summary.timestamp, number)) if completed else 0
     receipt = SaveReceipt(
-        id=save.number,
-        filename=save.filename,
+        id=number,
+        filename=prepared.filename,
         timestamp=prepared.document["timestamp"],
-        size_bytes=save.size_bytes,
+        size_bytes=len(prepared.content),
         warnings=[
             # A warning may quote a value or a key the client sent: never a secret in it.
             SaveWarning(path=redact_pointer(w.path), message=redact_value(w.message))
@@ -126,7 +133,7 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
         redacted=[RedactedSite.model_validate(site) for site in prepared.redactions.listing()],
         pruned=pruned,
     )
-    return Stored(receipt=receipt, etag=save.etag)
+    return Stored(receipt=receipt, etag=file["etag"])
 
 
 def stored_copy(write: Write, prepared: PreparedSave) -> int | None:
@@ -198,8 +205,7 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
         )
     # As seed 000's load_context does: Python's int has no largest value.
     document["metadata"]["resume_count"] += 1
-    _store_file(save, *_render(document))
-    repository.add(save)
+    repository.store(save, _file_columns(*_render(document)))
     return Resumed(
         save_id=save.number,
         resume_phase=document["phases"]["current"],
