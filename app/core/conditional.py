@@ -14,20 +14,8 @@ from app.core.errors import PreconditionFailed
 Precondition = Callable[[str | None], None]
 
 
-def tag_digest() -> "hashlib._Hash":
-    """The hash a strong ETag is made of: SHA-256 (OpenSSL's, on the CPU's SHA extensions),
-    0.6 ms a MB where BLAKE2b, used before, took 1.1 ms; cut to 128 bits in the tag."""
-    return hashlib.sha256()
-
-
-def etag_from(digest: "hashlib._Hash") -> str:
-    return '"' + digest.hexdigest()[:32] + '"'
-
-
 def etag_of(content: bytes) -> str:
-    digest = tag_digest()
-    digest.update(content)
-    return etag_from(digest)
+    return '"' + hashlib.blake2b(content, digest_size=16).hexdigest() + '"'
 
 
 def _listed_tags(header: str) -> list[str]:
