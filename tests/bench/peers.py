@@ -24,7 +24,8 @@ from sqlalchemy.engine import make_url
 from tests.bench import saves
 from tests.bench.servers import ROOT, BenchDatabase, Cores
 
-REPEATS = 9
+# As many as the saves part's 1 MB imports (tests/bench/saves.py), for as steady a median.
+REPEATS = 15
 
 SMALL_ITEM = {
     "text": "Store document bytes, never JSONB: key order and duplicates must survive",

@@ -15,7 +15,9 @@ from tests.bench import documents
 from tests.bench.servers import ROOT, BenchDatabase, Cores, Server, peak_rss_reset, rss_bytes
 
 MIB = 1024 * 1024
-SIZES = {"1 MB": (1 * MIB, 7), "10 MB": (10 * MIB, 3)}
+# (bytes, requests whose median is reported). Fifteen at 1 MB: with seven, one disturbed
+# import moved the median, and with it the ratio to the peers' saver, by up to 1.5x.
+SIZES = {"1 MB": (1 * MIB, 15), "10 MB": (10 * MIB, 3)}
 TARGET_RATIO = 3.0
 
 
