@@ -16,10 +16,10 @@ def project_not_found(name: str) -> NotFound:
 
 def project_id(session: Session, tenant: str, name: str) -> int:
     """For reads: the project's id, or 404 (also when it belongs to another tenant)."""
-    project = ProjectRepository(session).get(tenant, name)
-    if project is None or project.id is None:
+    found = ProjectRepository(session).id_of(tenant, name)
+    if found is None:
         raise project_not_found(name)
-    return project.id
+    return found
 
 
 def _public(project: Project, counts: dict[str, int]) -> ProjectPublic:
