@@ -37,44 +37,19 @@ class PreparedSave:
     warnings: list[mdan_save.FieldWarning]
     redactions: Redactions
     summary: mdan_save.Summary
-    content: bytes
-    stored: bytes
-    gzipped: bool
+    # The save's row's columns of its file (``_rendered``).
+    file: dict[str, Any]
 
 
-def _render(document: dict[str, Any]) -> tuple[mdan_save.Summary, bytes, bytes, bool]:
+def _rendered(document: dict[str, Any]) -> tuple[mdan_save.Summary, dict[str, Any]]:
+    """The save's summary and its file as its row keeps it: the bytes (gzip-compressed when
+    over ``COMPRESS_OVER_BYTES``), their ETag (the file's own bytes') and every column read
+    from it. Rendering, compressing and hashing are the slow part of a large save: done before
+    a write takes its locks wherever the row is not needed first (an import)."""
     summary = mdan_save.summarize(document)
     content = mdan_save.render(document)
     gzipped = len(content) > COMPRESS_OVER_BYTES
-    stored = gzip_format.compress(content, STORAGE_GZIP_LEVEL) if gzipped else content
-    return summary, content, stored, gzipped
-
-
-def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
-    """Parse with defaults and warnings, redact, render and compress. Pure and slow on large
-    files, so it runs before the request takes any database lock.
-
-    ``filename`` is the name the file came with (``mdan-save-<seconds>.json``, checked by
-    the caller); a save without one is named after its ``timestamp``. A missing timestamp
-    takes the second the name gives, so that importing the same file twice gives the same
-    save; without a name, the current time."""
-    now = (mdan_save.saved_at(filename) if filename is not None else None) or utcnow()
-    document, warnings = mdan_save.parse(raw, now)
-    redactions = Redactions()
-    # Every string and key, not a list of fields: a secret lands wherever a tool put it
-    # (tool-call arguments, metadata, vendor fields).
-    redaction.for_storage(document, redactions)
-    summary, content, stored, gzipped = _render(document)
-    name = filename if filename is not None else mdan_save.filename_for(summary.timestamp)
-    return PreparedSave(name, document, warnings, redactions, summary, content, stored, gzipped)
-
-
-def _file_columns(
-    summary: mdan_save.Summary, content: bytes, stored: bytes, gzipped: bool
-) -> dict[str, Any]:
-    """The save's file (``stored``: ``content`` as kept, gzip-compressed when ``gzipped``),
-    its ETag (the file's own bytes') and every column read from it."""
-    return {
+    return summary, {
         "timestamp": summary.timestamp,
         "project_name": summary.project_name,
         "current_phase": summary.current_phase,
@@ -86,9 +61,28 @@ def _file_columns(
         "resume_count": summary.resume_count,
         "size_bytes": len(content),
         "etag": etag_of(content),
-        "content": stored,
+        "content": gzip_format.compress(content, STORAGE_GZIP_LEVEL) if gzipped else content,
         "content_gzipped": gzipped,
     }
+
+
+def prepare_save(raw: bytes, filename: str | None = None) -> PreparedSave:
+    """Parse with defaults and warnings, redact, render, compress and hash. Pure and slow on
+    large files, so it runs before the request takes any database lock.
+
+    ``filename`` is the name the file came with (``mdan-save-<seconds>.json``, checked by
+    the caller); a save without one is named after its ``timestamp``. A missing timestamp
+    takes the second the name gives, so that importing the same file twice gives the same
+    save; without a name, the current time."""
+    now = (mdan_save.saved_at(filename) if filename is not None else None) or utcnow()
+    document, warnings = mdan_save.parse(raw, now)
+    redactions = Redactions()
+    # Every string and key, not a list of fields: a secret lands wherever a tool put it
+    # (tool-call arguments, metadata, vendor fields).
+    redaction.for_storage(document, redactions)
+    summary, file = _rendered(document)
+    name = filename if filename is not None else mdan_save.filename_for(summary.timestamp)
+    return PreparedSave(name, document, warnings, redactions, summary, file)
 
 
 def _file_bytes(save: Save) -> bytes:
@@ -105,9 +99,8 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
     repository = SaveRepository(write.session)
     summary = prepared.summary
     number = ProjectRepository(write.session).next_save_number(write.project_id)
-    file = _file_columns(summary, prepared.content, prepared.stored, prepared.gzipped)
     save_id = repository.create(
-        file
+        prepared.file
         | {
             "project_id": write.project_id,
             "number": number,
@@ -123,7 +116,7 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
         id=number,
         filename=prepared.filename,
         timestamp=prepared.document["timestamp"],
-        size_bytes=len(prepared.content),
+        size_bytes=prepared.file["size_bytes"],
         warnings=[
             # A warning may quote a value or a key the client sent: never a secret in it.
             SaveWarning(path=redact_pointer(w.path), message=redact_value(w.message))
@@ -133,7 +126,7 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
         redacted=[RedactedSite.model_validate(site) for site in prepared.redactions.listing()],
         pruned=pruned,
     )
-    return Stored(receipt=receipt, etag=file["etag"])
+    return Stored(receipt=receipt, etag=prepared.file["etag"])
 
 
 def stored_copy(write: Write, prepared: PreparedSave) -> int | None:
@@ -141,7 +134,7 @@ def stored_copy(write: Write, prepared: PreparedSave) -> int | None:
     this one would be stored (after redaction, so a file holding a secret matches its stored
     copy): importing it again would add nothing."""
     return SaveRepository(write.session).find_file(
-        write.project_id, prepared.filename, etag_of(prepared.content)
+        write.project_id, prepared.filename, prepared.file["etag"]
     )
 
 
@@ -205,7 +198,7 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
         )
     # As seed 000's load_context does: Python's int has no largest value.
     document["metadata"]["resume_count"] += 1
-    repository.store(save, _file_columns(*_render(document)))
+    repository.store(save, _rendered(document)[1])
     return Resumed(
         save_id=save.number,
         resume_phase=document["phases"]["current"],
