@@ -1,7 +1,7 @@
 """The repository every project-scoped table shares: one row by the project and its key,
 added, deleted. Each statement is built once per table, its values bound at each call."""
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 from sqlalchemy import bindparam, insert, update
@@ -57,10 +57,7 @@ class ProjectScopedRepository(Generic[RowT]):
         without the ORM's unit of work, which cost more than the statement; returns its id.
         ``columns`` are all the row has: only the database's own defaults fill in the rest,
         never the model's."""
-        names = frozenset(columns)
-        statement = self._inserts.get(names)
-        if statement is None:
-            statement = self._inserts.setdefault(names, self._insert_of(names))
+        statement = _prebuilt(self._inserts, self._insert_of, columns)
         ((row_id,),) = statement.rows(self.session.connection(), columns)
         return int(row_id)
 
@@ -70,10 +67,7 @@ class ProjectScopedRepository(Generic[RowT]):
         as its stored ones, so that the commit has nothing more to write. The row must still be
         there (the write holds it locked): if not, ``StaleDataError``, as the ORM's flush
         raises, rather than a change silently lost."""
-        names = frozenset(columns)
-        statement = self._updates.get(names)
-        if statement is None:
-            statement = self._updates.setdefault(names, self._update_of(names))
+        statement = _prebuilt(self._updates, self._update_of, columns)
         row_id = row.id  # type: ignore[attr-defined]  # every project-scoped table has its id
         if not statement.rows(self.session.connection(), {"row_id": row_id, **columns}):
             raise StaleDataError(f"{self.model.__name__} {row_id} was not there to update")
@@ -102,3 +96,17 @@ class ProjectScopedRepository(Generic[RowT]):
     def delete(self, row: RowT) -> None:
         self.session.delete(row)
         self.session.flush()
+
+
+def _prebuilt(
+    statements: dict[frozenset[str], DriverStatement],
+    build: Callable[[frozenset[str]], DriverStatement],
+    columns: Mapping[str, Any],
+) -> DriverStatement:
+    """The statement for these columns' names, built on first use (two threads racing may both
+    build it: one is kept)."""
+    names = frozenset(columns)
+    statement = statements.get(names)
+    if statement is None:
+        statement = statements.setdefault(names, build(names))
+    return statement
