@@ -164,3 +164,21 @@ def test_containers_with_nothing_found_are_stepped_over_and_the_rest_still_redac
     assert middle[1] == tail[0] == nested
     sites = {site["path"] for site in redactions.listing()}
     assert sites == ({"/middle/0", "/middle/2/g", "/tail/h/1"} if counts else set())
+
+
+def test_a_value_after_one_named_as_a_secret_is_found_at_its_own_place():
+    """A member named as a secret takes its value's place in the walk, as every string does:
+    the values after it that hold a secret are still the ones redacted, and at their own
+    pointers."""
+    key = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+    document = {"config": {"password": "hunter2", "note": f"use {key}"}, "after": [f"and {key}"]}
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(document, redactions) == {
+        "config": {"password": "[REDACTED:password]", "note": "use [REDACTED:api_key]"},
+        "after": ["and [REDACTED:api_key]"],
+    }
+    assert redactions.listing() == [
+        {"path": "/config/password", "kind": "password", "count": 1},
+        {"path": "/config/note", "kind": "api_key", "count": 1},
+        {"path": "/after/0", "kind": "api_key", "count": 1},
+    ]
