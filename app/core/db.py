@@ -10,7 +10,7 @@ pool and never block writers (WAL). PostgreSQL needs none of this: both roles sh
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,13 +23,16 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Engine,
+    Insert,
     Integer,
     MetaData,
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     event,
+    insert,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -121,6 +124,12 @@ def table_of(model: type[SQLModel]) -> Table:
     """A table model's Core table: for statements built once and run outside the ORM."""
     table: Table = model.__table__  # type: ignore[attr-defined]  # SQLModel sets it (table=True)
     return table
+
+
+def insert_bound(table: Table, names: Iterable[str]) -> Insert:
+    """An INSERT of the columns ``names``, each value bound by its column's name: a row as a
+    ``DriverStatement`` takes it, by its columns' values."""
+    return insert(table).values({name: bindparam(name) for name in names})
 
 
 def utcnow() -> datetime:

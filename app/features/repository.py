@@ -1,10 +1,10 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert
+from sqlalchemy import bindparam, delete, func
 from sqlmodel import col, select
 
-from app.core.db import DriverStatement, table_of
+from app.core.db import DriverStatement, insert_bound, table_of
 from app.core.pagination import SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.storage.repository import ProjectScopedRepository
@@ -17,9 +17,7 @@ HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
 HANDOVERS = table_of(Handover)
 # Every column but the row's id.
 INSERT_HANDOVERS = DriverStatement(
-    insert(HANDOVERS).values(
-        {column.name: bindparam(column.name) for column in HANDOVERS.columns if column.name != "id"}
-    )
+    insert_bound(HANDOVERS, (column.name for column in HANDOVERS.columns if column.name != "id"))
 )
 OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
 NEXT_POSITION = DriverStatement(

@@ -1,7 +1,7 @@
-from sqlalchemy import bindparam, delete, insert, update
+from sqlalchemy import bindparam, delete, update
 from sqlmodel import Session, col, select
 
-from app.core.db import DriverStatement, conflict_insert, table_of
+from app.core.db import DriverStatement, conflict_insert, insert_bound, table_of
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunBead, RunCountedSession, RunState
 from app.storage.repository import ProjectScopedRepository
@@ -16,9 +16,7 @@ BEAD_PART = DriverStatement(
     select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
 )
 PARTS = select(BEADS.c.part).where(OF_RUN).order_by(BEADS.c.bead)
-INSERT_BEADS = DriverStatement(
-    insert(BEADS).values({column.name: bindparam(column.name) for column in BEADS.columns})
-)
+INSERT_BEADS = DriverStatement(insert_bound(BEADS, BEADS.columns.keys()))
 REPLACE_PART = DriverStatement(
     update(BEADS)
     .where(OF_RUN, BEADS.c.bead_key == bindparam("key"))

@@ -2,10 +2,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, bindparam, delete, insert
+from sqlalchemy import CursorResult, delete
 from sqlmodel import col, select
 
-from app.core.db import DriverStatement, searchable, table_of
+from app.core.db import DriverStatement, insert_bound, searchable, table_of
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
 from app.storage.repository import ProjectScopedRepository
@@ -14,9 +14,7 @@ from app.storage.repository import ProjectScopedRepository
 # carries these values, and the primary key would tell how much other tenants store.
 NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
 INSERT_PHASE_STATUSES = DriverStatement(
-    insert(table_of(SavePhaseStatus)).values(
-        save_id=bindparam("save_id"), phase=bindparam("phase"), status=bindparam("status")
-    )
+    insert_bound(table_of(SavePhaseStatus), ("save_id", "phase", "status"))
 )
 
 Position = tuple[datetime, int]

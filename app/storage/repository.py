@@ -4,13 +4,13 @@ added, deleted. Each statement is built once per table, its values bound at each
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import bindparam, insert, update
+from sqlalchemy import bindparam, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.core.db import DriverStatement, table_of
+from app.core.db import DriverStatement, insert_bound, table_of
 
 RowT = TypeVar("RowT", bound=SQLModel)
 
@@ -77,11 +77,7 @@ class ProjectScopedRepository(Generic[RowT]):
     @classmethod
     def _insert_of(cls, names: frozenset[str]) -> DriverStatement:
         table = table_of(cls.model)
-        return DriverStatement(
-            insert(table)
-            .values({name: bindparam(name) for name in sorted(names)})
-            .returning(table.c.id)
-        )
+        return DriverStatement(insert_bound(table, sorted(names)).returning(table.c.id))
 
     @classmethod
     def _update_of(cls, names: frozenset[str]) -> DriverStatement:
