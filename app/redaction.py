@@ -452,6 +452,8 @@ class _Walker:
 def redact_document(document: Any, redactions: Redactions) -> Any:
     """Every string value and object key of a JSON document redacted, in place (a new value
     only for a document that is itself a string); records each site in ``redactions``."""
+    if type(document) is str and not _found_kinds([document]):
+        return document  # a message, a pointer's key: one scan, nothing gathered
     texts = _texts(document)
     keys = list(texts.keys)
     found = _found_kinds(texts.values + keys)
