@@ -101,7 +101,7 @@ def configure_logging(level: str = "INFO") -> None:
     # What no line shows (``JsonFormatter`` writes none of it), not gathered for each record:
     # the caller's frame, found by walking the stack, and the thread's and process's names
     # (the logging HOWTO's "Optimization").
-    logging._srcfile = None  # type: ignore[attr-defined]  # the documented switch
+    logging._srcfile = None  # the documented switch
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
