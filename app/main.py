@@ -67,7 +67,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     app.state.worker_threads = threads
     database = create_database(settings)
     app.state.database = database
-    app.state.metrics.observe_pools(database.engines())
+    app.state.metrics.observe_database(database)
     # Made (or read from its file, beside the database) at start, not by a request.
     settings.fingerprint_secret  # noqa: B018
     if settings.fingerprint_key is None and settings.fingerprint_key_file is None:

@@ -43,6 +43,7 @@ from sqlalchemy.sql.expression import ReturnsRows, TextClause
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, SQLModel
 
+from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
@@ -263,6 +264,8 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 class Database:
     reader: Engine
     writer: Engine
+    # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
+    checkpoints: WalCheckpoints | None = None
 
     def engines(self) -> dict[str, Engine]:
         """Each engine once, by role (PostgreSQL's one pool serves reads and writes)."""
@@ -271,6 +274,8 @@ class Database:
         return {"reader": self.reader, "writer": self.writer}
 
     def dispose(self) -> None:
+        if self.checkpoints is not None:
+            self.checkpoints.stop()
         for engine in self.engines().values():
             engine.dispose()
 
@@ -366,6 +371,10 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        if writer:
+            # Checkpoints are the checkpoint thread's (create_database); a commit makes one
+            # only when that thread has fallen far behind.
+            cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cursor.close()
 
     begin_statement = DriverStatement(text("BEGIN IMMEDIATE" if writer else "BEGIN"))
@@ -417,9 +426,15 @@ def _ping_when_idle(engine: Engine) -> None:
 
 def create_database(settings: Settings) -> Database:
     if settings.is_sqlite:
+        path = make_url(settings.database_url).database
+        checkpoints = None
+        if path and path != ":memory:":
+            checkpoints = WalCheckpoints(path, settings.sqlite_busy_timeout_ms)
+            checkpoints.start()
         return Database(
             reader=_sqlite_engine(settings, writer=False),
             writer=_sqlite_engine(settings, writer=True),
+            checkpoints=checkpoints,
         )
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)

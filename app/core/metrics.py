@@ -16,7 +16,7 @@ from sqlalchemy.pool import QueuePool
 from starlette.applications import Starlette
 from starlette.types import Scope
 
-from app.core.db import ObservedQueuePool
+from app.core.db import Database, ObservedQueuePool
 from app.core.limits import Turns
 
 # By app, then by the route's id (routes define __eq__ and cannot be hashed); the app keeps
@@ -168,6 +168,16 @@ class Metrics:
             buckets=(0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.wal_checkpoints = Counter(
+            "context_store_sqlite_wal_checkpoints",
+            "WAL checkpoints made by the checkpoint thread (SQLite), outside any request.",
+            registry=self.registry,
+        )
+        self.wal_checkpointed_pages = Counter(
+            "context_store_sqlite_wal_checkpointed_pages",
+            "Pages those checkpoints copied from the WAL into the database file.",
+            registry=self.registry,
+        )
         self.registry.register(PoolCollector(engines))
         self.registry.register(QueueCollector(threads, exports))
         # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
@@ -175,11 +185,17 @@ class Metrics:
         self._in_progress: dict[str, Gauge] = {}
         self._ended: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
-    def observe_pools(self, engines: dict[str, Engine]) -> None:
-        """Record each pool's waits, by its name."""
-        for name, engine in engines.items():
+    def observe_database(self, database: Database) -> None:
+        """Record each pool's waits, by its name, and the WAL checkpoints (SQLite)."""
+        for name, engine in database.engines().items():
             if isinstance(engine.pool, ObservedQueuePool):
                 engine.pool.on_wait = self.connection_wait.labels(name).observe
+        if database.checkpoints is not None:
+            database.checkpoints.on_checkpoint = self._count_checkpoint
+
+    def _count_checkpoint(self, pages: int) -> None:
+        self.wal_checkpoints.inc()
+        self.wal_checkpointed_pages.inc(pages)
 
     def in_progress_of(self, method: str) -> Gauge:
         """The gauge of the requests of this method being handled now."""
