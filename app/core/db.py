@@ -145,16 +145,33 @@ def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.
     return postgresql.insert(model)
 
 
+# The driver cursor DriverStatements run on, one kept per driver connection (in its ``info``,
+# which lives as long as that connection): a new psycopg cursor builds its parameter and result
+# adapters again, 15-35 µs a statement here. Not after a statement given a large value: psycopg's
+# cursor holds its last statement's values until the next, and an idle pooled connection would
+# keep a document alive; nor after an executemany.
+_DRIVER_CURSOR = "driver_statement_cursor"
+_KEPT_VALUE_BYTES = 64 * 1024
+
+
+def _holds_large_value(values: Any) -> bool:
+    return any(
+        isinstance(value, bytes | str) and len(value) > _KEPT_VALUE_BYTES
+        for value in (values.values() if isinstance(values, dict) else values)
+    )
+
+
 class DriverStatement:
     """A Core statement that every write runs (the key's confirmation, the project's upsert, an
-    append's own), compiled once per dialect and run on the driver's cursor of the connection,
-    in its transaction. SQLAlchemy's execution around a cached statement (its context, the
-    parameters and the result objects) cost 30-45 µs a statement over the driver's own call here,
-    more than SQLite spends running it. Bound values go through their types' processors and
-    result values through theirs, as SQLAlchemy's would; the engine's ``before_cursor_execute``
-    listeners see the statement; a driver error is SQLAlchemy's error, as from ``execute``, and a
-    lost connection is invalidated. Only statements whose values are all bound explicitly (no
-    column defaults filled in by SQLAlchemy at execution) belong here."""
+    append's own), compiled once per dialect and run on a driver cursor of the connection (the
+    one it keeps, ``_DRIVER_CURSOR``), in its transaction. SQLAlchemy's execution around a
+    cached statement (its context, the parameters and the result objects) cost 30-45 µs a
+    statement over the driver's own call here, more than SQLite spends running it. Bound values
+    go through their types' processors and result values through theirs, as SQLAlchemy's would;
+    the engine's ``before_cursor_execute`` listeners see the statement; a driver error is
+    SQLAlchemy's error, as from ``execute``, and a lost connection is invalidated. Only
+    statements whose values are all bound explicitly (no column defaults filled in by
+    SQLAlchemy at execution) belong here."""
 
     def __init__(self, statement: ReturnsRows | TextClause) -> None:
         self.statement = statement
@@ -188,23 +205,30 @@ class DriverStatement:
     ) -> Sequence[Any]:
         """Run on the connection's driver cursor: ``values`` one set, or (``many``) a list of
         them. Returns what the driver fetched (nothing, when run many)."""
-        cursor = connection.connection.cursor()
+        driver = connection.connection
+        # Taken out while in use; a statement that fails leaves it out (SQLAlchemy closes it).
+        cursor = driver.info.pop(_DRIVER_CURSOR, None) or driver.cursor()
         try:
             for listener in connection.dispatch.before_cursor_execute:
                 listener(connection, cursor, compiled.sql, values, None, many)
+            fetched: Sequence[Any] = []
             if many:
                 cursor.executemany(compiled.sql, values)
-                return []
-            cursor.execute(compiled.sql, values)
-            return cursor.fetchall() if cursor.description is not None else []
+            else:
+                cursor.execute(compiled.sql, values)
+                if cursor.description is not None:
+                    fetched = cursor.fetchall()
         except BaseException as exc:
             # SQLAlchemy's own handling, as its execute has it (private, but the one path that
             # does all of it): the driver's error wrapped as SQLAlchemy's (which the error
             # handlers answer), ``handle_error`` listeners, and on a lost connection this one
             # invalidated and every connection the pool held before it replaced at checkout.
             connection._handle_dbapi_exception(exc, compiled.sql, values, cursor, None)
-        finally:
+        if many or _holds_large_value(values):
             cursor.close()
+        else:
+            driver.info[_DRIVER_CURSOR] = cursor
+        return fetched
 
     def first(
         self, connection: Connection, parameters: Mapping[str, Any]

@@ -1,0 +1,37 @@
+"""``DriverStatement``: statements run on the driver's own cursor, one kept per connection."""
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement
+
+FAILING = DriverStatement(text("SELECT * FROM no_such_table"))
+ONE = DriverStatement(text("SELECT 1"))
+
+
+def test_a_statement_that_fails_leaves_its_connection_able_to_run_the_next(app):
+    """SQLAlchemy closes the cursor of a statement that failed; the connection's next statement
+    must not be given that closed cursor."""
+    with app.state.database.writer.connect() as connection:
+        assert ONE.rows(connection, {}) == [(1,)]
+        with pytest.raises(DBAPIError):
+            FAILING.rows(connection, {})
+        connection.rollback()
+        assert ONE.rows(connection, {}) == [(1,)]
+
+
+def test_a_cursor_given_a_large_value_is_closed_rather_than_kept(app):
+    """psycopg's cursor holds its last statement's values: a connection idle in the pool must
+    not keep a document alive through it."""
+    length = DriverStatement(text("SELECT length(CAST(:value AS TEXT))"))
+    large = "x" * (_KEPT_VALUE_BYTES + 1)
+    with app.state.database.writer.connect() as connection:
+        info = connection.connection.info
+        assert ONE.rows(connection, {}) == [(1,)]
+        kept = info[_DRIVER_CURSOR]
+        assert length.rows(connection, {"value": large}) == [(len(large),)]
+        assert _DRIVER_CURSOR not in info
+        assert ONE.rows(connection, {}) == [(1,)]
+        assert info[_DRIVER_CURSOR] is not kept
+        connection.rollback()
