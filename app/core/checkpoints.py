@@ -5,9 +5,16 @@ into the database file and syncs both to disk. By default SQLite checkpoints ins
 commit takes the WAL past 1,000 pages: under a steady stream of small appends, about one
 request in a hundred paid 4-8 ms for it, in process, against 0.9 ms for the others, and every
 writer queued behind it (that one request was the p99). Here the writer's own checkpoints
-are a backstop only (``BACKSTOP_PAGES``), and this thread checkpoints soon after each write:
-``PASSIVE``, so that it never waits for a reader or a writer, nor makes one wait; its disk
-syncs happen with the GIL released.
+are a backstop only (``BACKSTOP_PAGES``), and this thread checkpoints whatever the WAL holds
+at most every ``POLL_SECONDS``: ``PASSIVE``, so that it never waits for a reader or a writer,
+nor makes one wait; its disk syncs happen with the GIL released.
+
+The thread learns that the WAL has changed from its size and time (``stat``), never by opening
+one of the database's files: POSIX drops all of a process's locks on a file when any of its
+descriptors for it is closed, so that SQLite's own locks would be gone (SQLite's "How To
+Corrupt An SQLite Database File", 2.2). A first version read the pages waiting from the
+wal-index (``-shm``) that way: a suite run died of SIGBUS in a commit, another process having
+reset the wal-index it took for unused (``tests/platform/test_checkpoints.py``).
 """
 
 import logging
@@ -18,9 +25,10 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
-# How often the thread looks whether the WAL has changed. A write is checkpointed within this
-# (and the checkpoint's own time); the WAL grows by at most this long's writes.
-POLL_SECONDS = 0.1
+# How often, at most, the thread checkpoints: under a stream of writes no more disk syncs than
+# SQLite's own 1,000-page checkpoints make (at 0.1 s, a 1 MB save import cost 1-2 ms more CPU
+# in process), and a WAL of at most this long's writes.
+POLL_SECONDS = 0.25
 # A writer checkpoints by itself once its WAL holds this many pages (40 MB at SQLite's 4 kB
 # pages): only when this thread has fallen that far behind, or is not running.
 BACKSTOP_PAGES = 10_000
@@ -29,10 +37,9 @@ BACKSTOP_PAGES = 10_000
 class WalCheckpoints:
     """A thread that checkpoints one SQLite database's WAL whenever it has changed."""
 
-    def __init__(self, database_path: str, busy_timeout_ms: int) -> None:
+    def __init__(self, database_path: str) -> None:
         self.database_path = database_path
         self.wal_path = database_path + "-wal"
-        self.busy_timeout_ms = busy_timeout_ms
         # Called after each checkpoint with the frames it copied (the metrics count them).
         self.on_checkpoint: Callable[[int], None] | None = None
         self._stopping = threading.Event()
@@ -49,41 +56,33 @@ class WalCheckpoints:
             self._thread.join()
 
     def _run(self) -> None:
-        seen: tuple[int, int] | None = None
+        checkpointed: tuple[int, int] | None = None
         connection: sqlite3.Connection | None = None
         try:
             while not self._stopping.wait(POLL_SECONDS):
                 try:
                     wal = os.stat(self.wal_path)
-                except FileNotFoundError:
+                except OSError:
                     continue  # no write yet, or the last connection closed and removed it
                 state = (wal.st_mtime_ns, wal.st_size)
-                if state == seen:
+                if state == checkpointed:
                     continue
-                if connection is None:
-                    connection = self._connect()
-                if self._checkpoint(connection):
-                    seen = state
+                try:
+                    if connection is None:
+                        # No busy timeout: a passive checkpoint never waits for a lock.
+                        connection = sqlite3.connect(self.database_path, isolation_level=None)
+                    busy, _frames, copied = connection.execute(
+                        "PRAGMA wal_checkpoint(PASSIVE)"
+                    ).fetchone()
+                except sqlite3.Error as exc:
+                    # Tried again at the next poll; the writers' backstop covers meanwhile.
+                    log.warning("WAL checkpoint failed: %s", exc)
+                    continue
+                if busy:
+                    continue  # another connection was checkpointing: again at the next poll
+                checkpointed = state
+                if self.on_checkpoint is not None:
+                    self.on_checkpoint(max(copied, 0))
         finally:
             if connection is not None:
                 connection.close()
-
-    def _connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.database_path, isolation_level=None)
-        connection.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
-        return connection
-
-    def _checkpoint(self, connection: sqlite3.Connection) -> bool:
-        """One passive checkpoint; False when it could not run (tried again at the next poll)."""
-        try:
-            row = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        except sqlite3.Error as exc:
-            # The writers' own checkpoints take over meanwhile (the backstop).
-            log.warning("WAL checkpoint failed: %s", exc)
-            return False
-        busy, _frames, copied = row
-        if busy:
-            return False  # another connection was checkpointing
-        if self.on_checkpoint is not None:
-            self.on_checkpoint(max(copied, 0))
-        return True

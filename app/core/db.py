@@ -453,7 +453,7 @@ def create_database(settings: Settings) -> Database:
         path = make_url(settings.database_url).database
         checkpoints = None
         if path and path != ":memory:":
-            checkpoints = WalCheckpoints(path, settings.sqlite_busy_timeout_ms)
+            checkpoints = WalCheckpoints(path)
             checkpoints.start()
         return Database(
             reader=_sqlite_engine(settings, writer=False),
