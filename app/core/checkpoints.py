@@ -5,9 +5,9 @@ into the database file and syncs both to disk. By default SQLite checkpoints ins
 commit takes the WAL past 1,000 pages: under a steady stream of small appends, about one
 request in a hundred paid 4-8 ms for it, in process, against 0.9 ms for the others, and every
 writer queued behind it (that one request was the p99). Here the writer's own checkpoints
-are a backstop only (``BACKSTOP_PAGES``), and this thread checkpoints whatever the WAL holds
-at most every ``POLL_SECONDS``: ``PASSIVE``, so that it never waits for a reader or a writer,
-nor makes one wait; its disk syncs happen with the GIL released.
+are a backstop only (``BACKSTOP_PAGES``), and this thread checkpoints the WAL when it has
+changed, at most every ``POLL_SECONDS``: ``PASSIVE``, so that it never waits for a reader or
+a writer, nor makes one wait; its disk syncs happen with the GIL released.
 
 The thread learns that the WAL has changed from its size and time (``stat``), never by opening
 one of the database's files: POSIX drops all of a process's locks on a file when any of its
@@ -21,6 +21,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ POLL_SECONDS = 0.25
 # A writer checkpoints by itself once its WAL holds this many pages (40 MB at SQLite's 4 kB
 # pages): only when this thread has fallen that far behind, or is not running.
 BACKSTOP_PAGES = 10_000
+# A file's modification time moves in ticks of up to this on some file systems and kernels.
+_CLOCK_TICK_NS = 20_000_000
 
 
 class WalCheckpoints:
@@ -40,8 +43,8 @@ class WalCheckpoints:
     def __init__(self, database_path: str) -> None:
         self.database_path = database_path
         self.wal_path = database_path + "-wal"
-        # Called after each checkpoint with the frames it copied (the metrics count them).
-        self.on_checkpoint: Callable[[int], None] | None = None
+        # Called after each checkpoint (the metrics count them).
+        self.on_checkpoint: Callable[[], None] | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"wal-checkpoints {os.path.basename(database_path)}", daemon=True
@@ -57,6 +60,7 @@ class WalCheckpoints:
 
     def _run(self) -> None:
         checkpointed: tuple[int, int] | None = None
+        failure: str | None = None
         connection: sqlite3.Connection | None = None
         try:
             while not self._stopping.wait(POLL_SECONDS):
@@ -69,20 +73,30 @@ class WalCheckpoints:
                     continue
                 try:
                     if connection is None:
-                        # No busy timeout: a passive checkpoint never waits for a lock.
-                        connection = sqlite3.connect(self.database_path, isolation_level=None)
-                    busy, _frames, copied = connection.execute(
+                        # No waiting: a passive checkpoint takes no lock it would wait for.
+                        connection = sqlite3.connect(
+                            self.database_path, timeout=0, isolation_level=None
+                        )
+                    busy, frames, copied = connection.execute(
                         "PRAGMA wal_checkpoint(PASSIVE)"
                     ).fetchone()
                 except sqlite3.Error as exc:
                     # Tried again at the next poll; the writers' backstop covers meanwhile.
-                    log.warning("WAL checkpoint failed: %s", exc)
+                    # Said once, not every poll while it lasts.
+                    if str(exc) != failure:
+                        failure = str(exc)
+                        log.warning("WAL checkpoint failed: %s", exc)
                     continue
+                failure = None
                 if busy:
                     continue  # another connection was checkpointing: again at the next poll
-                checkpointed = state
                 if self.on_checkpoint is not None:
-                    self.on_checkpoint(max(copied, 0))
+                    self.on_checkpoint()
+                # Done with this WAL only when every frame was copied (a reader's snapshot
+                # holds back those after it), and when no write can still land in the same
+                # tick of a coarse file clock.
+                if copied >= frames and time.time_ns() - wal.st_mtime_ns > _CLOCK_TICK_NS:
+                    checkpointed = state
         finally:
             if connection is not None:
                 connection.close()

@@ -7,6 +7,7 @@ write lock up front, and wait out other processes with ``busy_timeout``. Reads u
 pool and never block writers (WAL). PostgreSQL needs none of this: both roles share one pool.
 """
 
+import os
 import re
 import threading
 import time
@@ -155,10 +156,16 @@ _KEPT_VALUE_BYTES = 64 * 1024
 
 
 def _holds_large_value(values: Any) -> bool:
-    return any(
-        isinstance(value, bytes | str) and len(value) > _KEPT_VALUE_BYTES
-        for value in (values.values() if isinstance(values, dict) else values)
-    )
+    """Whether a value bound is over the limit, as the driver is given it: a ``LargeBinary``'s
+    bytes arrive as a ``memoryview`` (sqlite3) or wrapped in psycopg's ``Binary`` (``obj``)."""
+    for value in values.values() if isinstance(values, dict) else values:
+        value = getattr(value, "obj", value)
+        if (
+            isinstance(value, bytes | bytearray | memoryview | str)
+            and len(value) > _KEPT_VALUE_BYTES
+        ):
+            return True
+    return False
 
 
 class DriverStatement:
@@ -450,16 +457,15 @@ def _ping_when_idle(engine: Engine) -> None:
 
 def create_database(settings: Settings) -> Database:
     if settings.is_sqlite:
-        path = make_url(settings.database_url).database
+        reader = _sqlite_engine(settings, writer=False)
+        writer = _sqlite_engine(settings, writer=True)
+        path = writer.url.database
         checkpoints = None
-        if path and path != ":memory:":
-            checkpoints = WalCheckpoints(path)
+        if path and path != ":memory:" and not writer.url.query.get("uri"):
+            # Absolute: the thread finds the file whatever the process's directory becomes.
+            checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        return Database(
-            reader=_sqlite_engine(settings, writer=False),
-            writer=_sqlite_engine(settings, writer=True),
-            checkpoints=checkpoints,
-        )
+        return Database(reader=reader, writer=writer, checkpoints=checkpoints)
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
     return Database(reader=engine, writer=engine)

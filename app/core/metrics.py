@@ -173,11 +173,6 @@ class Metrics:
             "WAL checkpoints made by the checkpoint thread (SQLite), outside any request.",
             registry=self.registry,
         )
-        self.wal_checkpointed_pages = Counter(
-            "context_store_sqlite_wal_checkpointed_pages",
-            "Pages those checkpoints copied from the WAL into the database file.",
-            registry=self.registry,
-        )
         self.registry.register(PoolCollector(engines))
         self.registry.register(QueueCollector(threads, exports))
         # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
@@ -191,11 +186,7 @@ class Metrics:
             if isinstance(engine.pool, ObservedQueuePool):
                 engine.pool.on_wait = self.connection_wait.labels(name).observe
         if database.checkpoints is not None:
-            database.checkpoints.on_checkpoint = self._count_checkpoint
-
-    def _count_checkpoint(self, pages: int) -> None:
-        self.wal_checkpoints.inc()
-        self.wal_checkpointed_pages.inc(pages)
+            database.checkpoints.on_checkpoint = self.wal_checkpoints.inc
 
     def in_progress_of(self, method: str) -> Gauge:
         """The gauge of the requests of this method being handled now."""

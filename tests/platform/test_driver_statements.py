@@ -1,7 +1,7 @@
 """``DriverStatement``: statements run on the driver's own cursor, one kept per connection."""
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import LargeBinary, bindparam, text
 from sqlalchemy.exc import DBAPIError
 
 from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement
@@ -21,17 +21,23 @@ def test_a_statement_that_fails_leaves_its_connection_able_to_run_the_next(app):
         assert ONE.rows(connection, {}) == [(1,)]
 
 
-def test_a_cursor_given_a_large_value_is_closed_rather_than_kept(app):
+def test_a_cursor_given_a_large_document_is_closed_rather_than_kept(app):
     """psycopg's cursor holds its last statement's values: a connection idle in the pool must
-    not keep a document alive through it."""
-    length = DriverStatement(text("SELECT length(CAST(:value AS TEXT))"))
-    large = "x" * (_KEPT_VALUE_BYTES + 1)
-    with app.state.database.writer.connect() as connection:
-        info = connection.connection.info
-        assert ONE.rows(connection, {}) == [(1,)]
-        kept = info[_DRIVER_CURSOR]
-        assert length.rows(connection, {"value": large}) == [(len(large),)]
-        assert _DRIVER_CURSOR not in info
-        assert ONE.rows(connection, {}) == [(1,)]
-        assert info[_DRIVER_CURSOR] is not kept
-        connection.rollback()
+    not keep a document alive through it. A document column's value reaches the driver
+    wrapped (a ``memoryview`` for sqlite3, psycopg's ``Binary``), as a stored file's does."""
+    length = DriverStatement(
+        text("SELECT length(:content)").bindparams(bindparam("content", type_=LargeBinary))
+    )
+    for size in (100, _KEPT_VALUE_BYTES + 1):
+        with app.state.database.writer.connect() as connection:
+            info = connection.connection.info
+            assert ONE.rows(connection, {}) == [(1,)]
+            kept = info[_DRIVER_CURSOR]
+            assert length.rows(connection, {"content": b"x" * size}) == [(size,)]
+            if size > _KEPT_VALUE_BYTES:
+                assert _DRIVER_CURSOR not in info
+                assert ONE.rows(connection, {}) == [(1,)]
+                assert info[_DRIVER_CURSOR] is not kept
+            else:
+                assert info[_DRIVER_CURSOR] is kept
+            connection.rollback()
