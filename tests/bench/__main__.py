@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.bench.servers import (
     Cores,
     app_server,
     ceiling_server,
+    postgres_on_the_server_core,
     postgres_reachable,
 )
 
@@ -174,7 +176,13 @@ def main() -> int:
     try:
         with ceiling_server(cores, workdir / "ceiling.log") as ceiling:
             for backend in backends:
-                for name, value in _backend_parts(backend, args, cores, workdir, ceiling).items():
+                with ExitStack() as pinned:
+                    if backend == "postgresql":
+                        results["machine"]["postgresql"] = pinned.enter_context(
+                            postgres_on_the_server_core(cores)
+                        )
+                    found = _backend_parts(backend, args, cores, workdir, ceiling)
+                for name, value in found.items():
                     if name == "plans":
                         results.setdefault("plans", {}).update(value)
                     else:

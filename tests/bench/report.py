@@ -16,7 +16,9 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 def markdown(results: dict[str, Any]) -> str:
     machine = results["machine"]
     lines = [
-        f"Measured {machine['date']} on {machine['cpus']} cores ({machine['pinning']}), "
+        f"Measured {machine['date']} on {machine['cpus']} cores ({machine['pinning']}"
+        + (f"; {machine['postgresql']}" if "postgresql" in machine else "")
+        + "), "
         f"load average {machine['load_before']} before and {machine['load_after']} after; "
         f"{machine['note']}",
         "",

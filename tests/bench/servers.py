@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +67,65 @@ def postgres_reachable() -> bool:
             return True
     except psycopg.OperationalError:
         return False
+
+
+def _parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _postgres_processes() -> tuple[int, list[int]] | None:
+    """The local PostgreSQL server's postmaster and its children now; None when its processes
+    are not this machine's to see (a remote server, another namespace)."""
+    with psycopg.connect(_dsn(POSTGRES_ADMIN_URL)) as connection:
+        row = connection.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    try:
+        postmaster = _parent_of(row[0])
+    except OSError:
+        return None
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if _parent_of(int(entry.name)) == postmaster:
+                    children.append(int(entry.name))
+            except OSError:
+                continue  # ended meanwhile
+    return postmaster, children
+
+
+@contextmanager
+def postgres_on_the_server_core(cores: Cores) -> Iterator[str]:
+    """PostgreSQL's processes on the servers' core while the block runs (new ones inherit it
+    from the postmaster), their affinity restored after: the work a request makes the database
+    do is the server side's, and on the load generator's core it made requests go out late.
+    Yields what the results say about it."""
+    found = _postgres_processes() if cores.server is not None else None
+    if found is None:
+        yield "PostgreSQL's processes not pinned (not this machine's, or one core)"
+        return
+    postmaster, children = found
+    restored = os.sched_getaffinity(postmaster)
+    try:
+        os.sched_setaffinity(postmaster, {cores.server})
+    except PermissionError:
+        yield "PostgreSQL's processes not pinned (not permitted)"
+        return
+    try:
+        _set_affinity(children, {cores.server})
+        yield f"PostgreSQL's processes on core {cores.server} too"
+    finally:
+        os.sched_setaffinity(postmaster, restored)
+        again = _postgres_processes()
+        _set_affinity(again[1] if again else children, restored)
+
+
+def _set_affinity(pids: list[int], cpus: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.sched_setaffinity(pid, cpus)
+        except (ProcessLookupError, PermissionError):
+            continue  # ended meanwhile, or not ours to move
 
 
 @dataclass
