@@ -2,13 +2,12 @@
 ETag, and when they last changed; a document kept as its parts (``app/formats/parts.py``); and
 the one shape every download takes."""
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from app.core.conditional import etag_of
+from app.core.conditional import etag_from, etag_of, tag_digest
 from app.core.db import utcnow
 from app.formats import parts
 
@@ -88,7 +87,7 @@ def changed_parts_columns(
         # A document with no member yet is its head alone.
         first = row.size_bytes == len(row.content)
         grown = parts.size_change(head.content, head.at, member, replaced=replaced, first=first)
-    change = hashlib.blake2b(digest_size=16)
+    change = tag_digest()
     # ``replaced`` too: the change is which member became which (members are unique in their
     # collection: one history entry per bead).
     changed = [piece for piece in (member, replaced) if piece is not None]
@@ -99,7 +98,7 @@ def changed_parts_columns(
         "content": head.content,
         "parts_at": head.at,
         "size_bytes": row.size_bytes - len(row.content) + len(head.content) + grown,
-        "etag": '"' + change.hexdigest() + '"',
+        "etag": etag_from(change),
         "updated_at": utcnow(),
     }
 
