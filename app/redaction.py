@@ -309,9 +309,7 @@ def _texts(document: Any) -> _Texts:
                 collect(item)
         sizes[id(node)] = len(values) - first
 
-    if type(document) is str:
-        values.append(document)
-    elif type(document) is dict or type(document) is list:
+    if type(document) is dict or type(document) is list:  # a string: ``redact_document``
         collect(document)
     return _Texts(values, keys, sizes)
 
@@ -452,11 +450,16 @@ class _Walker:
 def redact_document(document: Any, redactions: Redactions) -> Any:
     """Every string value and object key of a JSON document redacted, in place (a new value
     only for a document that is itself a string); records each site in ``redactions``."""
-    if type(document) is str and not _found_kinds([document]):
-        return document  # a message, a pointer's key: one scan, nothing gathered
-    texts = _texts(document)
-    keys = list(texts.keys)
-    found = _found_kinds(texts.values + keys)
+    if type(document) is str:
+        # A message, a pointer's key: one scan, and nothing more when it finds nothing.
+        found = _found_kinds([document])
+        if not found:
+            return document
+        texts, keys = _Texts([document], set(), {}), []
+    else:
+        texts = _texts(document)
+        keys = list(texts.keys)
+        found = _found_kinds(texts.values + keys)
     values = len(texts.values)
     found_values = {place: kinds for place, kinds in found.items() if place < values}
     found_keys = {keys[place - values]: kinds for place, kinds in found.items() if place >= values}
