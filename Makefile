@@ -10,7 +10,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 BENCH_STAMP := $(VENV)/.installed-bench
 PYTEST_WORKERS ?= 2
 
-.PHONY: install browser run migrate test typecheck container-test soak lint openapi openapi-check bench clean
+.PHONY: install bytecode browser run migrate test typecheck container-test soak lint openapi openapi-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,19 +24,28 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $@ $(SERVICE_STAMP)
 
-install: $(DEV_STAMP)
+install: $(DEV_STAMP) bytecode
+
+# app/'s bytecode, compiled ahead as pip compiles an installed package's. Where
+# PYTHONDONTWRITEBYTECODE is set (it is on this project's machines) Python never writes it, and
+# every process of the editable install compiled every module of app/ from source: 14% of the
+# instructions of `import app.client`, 10% of `import app.main` (README, "the Python client").
+# Only changed files are compiled again; a stale file is never used (Python checks it against
+# the source).
+bytecode: | $(BIN)/python
+	$(BIN)/python -m compileall -q app
 
 # The benchmark's peers and redaction candidates (the `bench` extra) on top of the dev install.
 $(BENCH_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP_INSTALL) -e '.[dev,bench]'
 	touch $@ $(DEV_STAMP) $(SERVICE_STAMP)
 
-migrate: $(SERVICE_STAMP)
+migrate: $(SERVICE_STAMP) bytecode
 	$(BIN)/alembic upgrade head
 
 # SQLite at ./data/context-store.db, 127.0.0.1:8000, auth off (loopback only); the banner
 # says where, what and how before the JSON logs begin.
-run: $(SERVICE_STAMP)
+run: $(SERVICE_STAMP) bytecode
 	$(BIN)/alembic upgrade head
 	CONTEXT_STORE_AUTH=$${CONTEXT_STORE_AUTH:-off} $(BIN)/context-store serve --banner
 
@@ -87,7 +96,7 @@ openapi-check: install
 # same run (see README, "Performance"). Needs PostgreSQL at 127.0.0.1:5432 (user postgres, trust)
 # for its PostgreSQL half; installs wrk from Debian's packages when it can (root), and uses its
 # own httpx driver otherwise. BENCH_ARGS="--parts appends --backends sqlite" narrows a run.
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) bytecode
 	@command -v wrk >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || { apt-get install -y -qq wrk \
 		|| { apt-get update -qq && apt-get install -y -qq wrk; }; } >/dev/null 2>&1 || true
 	$(BIN)/python -m tests.bench $(BENCH_ARGS)
