@@ -11,7 +11,7 @@ from app.agents.schemas import (
     RestoreResult,
     SnapshotReceipt,
 )
-from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
+from app.core.body import ContextStoreRoute, DecodedRequest, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
@@ -69,13 +69,13 @@ def _json(body: Any, status_code: int = 200, headers: dict[str, str] | None = No
 def put_snapshot(
     project: ProjectName,
     agent: AgentName,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     writes: WritesDep,
 ) -> Response:
     """Write the cache. Valid means `schema_version` 1, `agent_id` equal to the path's agent,
     and well-formed messages; otherwise a 422 names each fault. Honours If-Match and
     `If-None-Match: *`."""
+    raw = request.received
     precondition = if_match_or_create_only(request)
     prepared = service.prepare_snapshot(raw, agent)
 
@@ -120,12 +120,12 @@ def append_memory(
     project: ProjectName,
     agent: AgentName,
     memory: MemoryFile,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     writes: IdempotentWritesDep,
 ) -> Response:
     """Append items: one JSON object, a JSON array of them, or JSONL lines
     (`application/x-ndjson`). All are checked before any is stored."""
+    raw = request.received
     items = service.prepare_memory(raw, media_type_of(request), memory.kind)
     return writes.run(
         project,

@@ -4,7 +4,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.archive import service
 from app.archive.schemas import ArchiveMember, ArchiveReport
-from app.core.body import BulkBodyRoute, RawBody, raw_body
+from app.core.body import BulkBodyRoute, DecodedRequest, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.errors import PROBLEM_MEDIA_TYPE
 from app.core.identifiers import ProjectName
@@ -88,8 +88,7 @@ def list_archive_members(
 )
 def import_archive(
     project: ProjectName,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     principal: Writer,
     idempotency: IdempotencyDep,
 ) -> Response:
@@ -99,6 +98,7 @@ def import_archive(
     would have answered) and `skipped` ones (not part of the layout). A bad member never
     stops the others. An archive whose files inflate past the bulk limit in total is a 413
     and imports nothing. Honours `Idempotency-Key`."""
+    raw = request.received
     database = get_database(request)
     if idempotency is not None:
         with database.read_session() as session:

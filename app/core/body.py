@@ -6,9 +6,9 @@ over it is a 413 problem before anything is parsed.
 """
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, Request, Response
+from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.types import Receive, Scope
@@ -69,6 +69,14 @@ class DecodedRequest(Request):
             self._body = raw
         return self._body
 
+    @property
+    def received(self) -> bytes:
+        """The body, limited and decompressed, as the route class read it before the route ran:
+        for a route that parses its body itself, which takes the request as ``DecodedRequest``
+        (a sync route cannot await ``body()``; a dependency reading it cost every such request
+        a level of FastAPI's dependency resolution, 2.4% of a decision POST's instructions)."""
+        return self._body
+
 
 def decompress_body(raw: bytes, limit: int) -> bytes:
     try:
@@ -93,14 +101,6 @@ def raw_body(*media_types: str, schema: dict[str, Any] | None = None) -> dict[st
             "content": {media_type: {"schema": content_schema} for media_type in media_types},
         }
     }
-
-
-async def _read_raw_body(request: Request) -> bytes:
-    return await request.body()
-
-
-RawBody = Annotated[bytes, Depends(_read_raw_body)]
-"""The request body, already limited and decompressed, for routes that parse it themselves."""
 
 
 def _needs_key(dependant: Dependant) -> bool:
@@ -137,20 +137,23 @@ class ContextStoreRoute(APIRoute):
         async def decoded_body_handler(request: Request) -> Response:
             limit: int = getattr(request.app.state.settings, setting)
             decoded = DecodedRequest(request.scope, request.receive, limit)
-            if self.accepted_media_types and has_body(request):
-                if self.authenticated:
-                    # Who is asking comes first: an anonymous client gets its 401 before the
-                    # server buffers or inflates anything it sent.
-                    await authenticated(decoded)
-                media_type = media_type_of(request)
-                if not self.accepts(media_type):
-                    raise UnsupportedMediaType(
-                        f"Content-Type {media_type or '(none)'!r} is not accepted here; send "
-                        + " or ".join(sorted(self.accepted_media_types))
-                        + "."
-                    )
-                # Read it here, where a 413 or a bad gzip stream is reported as such: FastAPI
-                # turns any error raised while it reads the body into a generic 400.
+            if self.accepted_media_types:
+                if has_body(request):
+                    if self.authenticated:
+                        # Who is asking comes first: an anonymous client gets its 401 before
+                        # the server buffers or inflates anything it sent.
+                        await authenticated(decoded)
+                    media_type = media_type_of(request)
+                    if not self.accepts(media_type):
+                        raise UnsupportedMediaType(
+                            f"Content-Type {media_type or '(none)'!r} is not accepted here; "
+                            + "send "
+                            + " or ".join(sorted(self.accepted_media_types))
+                            + "."
+                        )
+                # Read it here, where a 413 or a bad gzip stream is reported as such (FastAPI
+                # turns any error raised while it reads the body into a generic 400), and for
+                # ``DecodedRequest.received``: an absent body reads as empty.
                 await decoded.body()
             return await handler(decoded)
 

@@ -3,7 +3,7 @@ from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 
-from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.body import ContextStoreRoute, DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.documents import Download
@@ -129,10 +129,10 @@ def _add_file_routes(
     def store(
         project: ProjectName,
         feature: FeatureName,
-        request: Request,
-        raw: RawBody,
+        request: DecodedRequest,
         writes: WritesDep,
     ) -> Response:
+        raw = request.received
         precondition = if_match_or_create_only(request)
         prepared = file.prepare(raw)
 
@@ -213,12 +213,13 @@ Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`.""",
     ),
 )
 def patch_context(
-    project: ProjectName, feature: FeatureName, request: Request, raw: RawBody, writes: WritesDep
+    project: ProjectName, feature: FeatureName, request: DecodedRequest, writes: WritesDep
 ) -> Response:
     """JSON merge patch (RFC 7396), e.g. `{"current_phase": "l1_design"}` or
     `{"context_sources": {"l1_architecture": {"status": "completed"}}}`. The result must still
     be a valid context (422 and nothing changed otherwise). `last_updated` moves to now unless
     the patch sets it. Returns the new `context.json`. Honours `If-Match`."""
+    raw = request.received
     merge = jsondoc.load(raw, allow_nan=False)
     precondition = if_match(request)
 

@@ -4,7 +4,7 @@ from urllib.parse import quote
 
 from fastapi import Path, Query, Request, Response
 
-from app.core.body import ContextStoreRoute, RawBody, raw_body
+from app.core.body import ContextStoreRoute, DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
 from app.core.constraints import IDENTIFIER_PATTERN
 from app.core.deps import Reader, ReadSession, get_settings
@@ -117,11 +117,12 @@ def get_running_summary(
     openapi_extra=_object_body(SUMMARY_REQUIRED),
 )
 def put_running_summary(
-    project: ProjectName, request: Request, raw: RawBody, writes: WritesDep
+    project: ProjectName, request: DecodedRequest, writes: WritesDep
 ) -> Response:
     """Store the summary (camelCase or snake_case keys). Its content must be within the limit
     (2000 tokens by default) by the service's own count; a missing `tokenCount` is filled in
     with that count and reported in `filled`."""
+    raw = request.received
     return _put_summary(project, request, raw, writes, service.OverLimit.refuse)
 
 
@@ -164,14 +165,14 @@ def export_file(
 def import_file(
     project: ProjectName,
     name: MemoryFileName,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     writes: WritesDep,
 ) -> Response:
     """Import a file. A list file replaces the set of items not archived: items are matched
     by `id`, items missing from the file are deleted. The running summary is kept as its
     writer wrote it: a content over the token limit is reported in `warnings`, not refused.
     Honours If-Match and If-None-Match."""
+    raw = request.received
     if name is MemoryFileName.running_summary:
         return _put_summary(project, request, raw, writes, service.OverLimit.warn)
     kind = FILE_KINDS[name]
@@ -314,13 +315,13 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
     )
     def create(
         project: ProjectName,
-        request: Request,
-        raw: RawBody,
+        request: DecodedRequest,
         writes: IdempotentWritesDep,
     ) -> Response:
         """Add an item (camelCase or snake_case keys) at the end of its file. A missing `id`
         (next in the writer's numbering) and time (now, epoch ms) are filled in and listed in
         `filled`. 409 if the id exists."""
+        raw = request.received
 
         def change(write: Write) -> Response:
             created = service.create_item(write, kind, raw)
@@ -365,12 +366,12 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
     def patch(
         project: ProjectName,
         item_id: ItemId,
-        request: Request,
-        raw: RawBody,
+        request: DecodedRequest,
         writes: WritesDep,
     ) -> Response:
         """JSON merge patch (RFC 7396) of the item; keys in either style. The `id` cannot
         change. Honours If-Match."""
+        raw = request.received
         precondition = if_match(request)
 
         def change(write: Write) -> Response:

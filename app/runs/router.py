@@ -1,6 +1,6 @@
 from fastapi import Request, Response
 
-from app.core.body import ContextStoreRoute, RawBody, media_type_of, raw_body
+from app.core.body import ContextStoreRoute, DecodedRequest, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.errors import FieldError, InvalidContent
@@ -73,8 +73,7 @@ def list_runs(
 def put_state(
     project: ProjectName,
     run: RunName,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     writes: WritesDep,
 ) -> Response:
     """Store a state document as it is. Strict: anything atari could not read into its state
@@ -82,6 +81,7 @@ def put_state(
     `omitempty` fields are dropped, as atari's writer drops them, and listed in `notices`; in
     version 2 a missing or null `stalled_at` is written as Go's zero time,
     `0001-01-01T00:00:00Z`, as atari writes it. Honours If-Match and `If-None-Match: *`."""
+    raw = request.received
     prepared = service.prepare_state(raw)
     precondition = if_match_or_create_only(request)
 
@@ -122,13 +122,13 @@ def export_backup(
 def load_state(
     project: ProjectName,
     run: RunName,
-    raw: RawBody,
-    request: Request,
+    request: DecodedRequest,
     writes: IdempotentWritesDep,
 ) -> Response:
     """atari's own load, for a file from disk (any bytes): version 2 is stored, version 1
     migrated to 2; a missing or zero version, a future version or bytes atari cannot read are
     kept verbatim as the backup and the state starts fresh. `outcome` says which."""
+    raw = request.received
     if media_type_of(request) is None:
         # No body at all (one without a type is a 415 already): not an empty file, which
         # would reset the state, but no file. An empty file is an empty body with a type.

@@ -2,7 +2,13 @@ from typing import Annotated
 
 from fastapi import Query, Request, Response
 
-from app.core.body import BulkBodyRoute, ContextStoreRoute, RawBody, decompress_body, raw_body
+from app.core.body import (
+    BulkBodyRoute,
+    ContextStoreRoute,
+    DecodedRequest,
+    decompress_body,
+    raw_body,
+)
 from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.identifiers import ProjectName
@@ -33,8 +39,7 @@ SAVE_FILE: ResponsesDoc = {
 
 def import_save(
     project: ProjectName,
-    request: Request,
-    raw: RawBody,
+    request: DecodedRequest,
     writes: IdempotentWritesDep,
     filename: Annotated[
         str | None,
@@ -49,6 +54,7 @@ def import_save(
     `.json.gz` file as the body. Missing or invalid fields get their documented default and a
     warning; secrets are redacted before storage and counted by kind. Values are kept as
     written, integers of any size, NaN and Infinity included."""
+    raw = request.received
     settings = get_settings(request)
     if is_gzip(raw):
         raw = decompress_body(raw, settings.max_bulk_body_bytes)
