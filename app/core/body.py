@@ -5,6 +5,7 @@ request time, counted on the bytes received and again on the bytes decompressed,
 over it is a 413 problem before anything is parsed.
 """
 
+import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -103,6 +104,12 @@ def raw_body(*media_types: str, schema: dict[str, Any] | None = None) -> dict[st
     }
 
 
+def _reads_its_body(endpoint: Callable[..., Any]) -> bool:
+    """Whether a route reads its body from the request (``DecodedRequest.received``)."""
+    parameters = inspect.signature(endpoint, eval_str=True).parameters.values()
+    return any(parameter.annotation is DecodedRequest for parameter in parameters)
+
+
 def _needs_key(dependant: Dependant) -> bool:
     return needs_key(dependant.call) or any(_needs_key(sub) for sub in dependant.dependencies)
 
@@ -122,6 +129,13 @@ class ContextStoreRoute(APIRoute):
         else:
             self.accepted_media_types = frozenset()
         self.authenticated = _needs_key(self.dependant)
+        if not self.accepted_media_types and _reads_its_body(self.endpoint):
+            # The handler below reads a body only for a route that declares one; undeclared,
+            # ``received`` would fail on every request.
+            raise TypeError(
+                f"{self.path} takes a DecodedRequest but declares no request body: give it "
+                "openapi_extra=raw_body(...)"
+            )
 
     def accepts(self, media_type: str | None) -> bool:
         if media_type is None:

@@ -4,9 +4,10 @@ import gzip
 import json
 
 import pytest
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, Response
 from fastapi.testclient import TestClient
 
+from app.core.body import ContextStoreRoute, DecodedRequest, raw_body
 from app.core.config import MIB
 from app.main import create_app
 from tests.conftest import create_key, make_settings
@@ -191,6 +192,29 @@ def test_a_gzip_json_model_body_is_decoded(client, project):
     )
     assert response.status_code == 200, response.text
     assert response.json() == {"deleted": 1}
+
+
+def test_a_route_reading_its_own_body_must_declare_it():
+    """A route that reads its body from the request (``DecodedRequest.received``) is refused
+    when it is declared without a body: the route class would never read one for it."""
+    router = APIRouter(route_class=ContextStoreRoute)
+
+    def undeclared(request: DecodedRequest) -> Response:
+        return Response(request.received)
+
+    with pytest.raises(TypeError, match="declares no request body"):
+        router.add_api_route("/undeclared", undeclared, methods=["POST"])
+    router.add_api_route(
+        "/declared", undeclared, methods=["POST"], openapi_extra=raw_body("application/json")
+    )
+
+
+def test_a_route_without_a_body_reads_an_absent_one_as_empty(client, project):
+    """Sent without a body, a route that parses its own gets empty bytes to refuse (400), as
+    when it read the body through a dependency."""
+    for headers in ({}, {"Content-Length": "0"}, {"Content-Type": "application/json"}):
+        response = client.post(f"/v1/projects/{project}/memory/decisions", headers=headers)
+        assert_problem(response, 400)
 
 
 def test_a_corrupt_gzip_body_is_a_400(client, project):
