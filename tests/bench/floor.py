@@ -10,10 +10,21 @@ out here, so the floor follows the code.
     python -m tests.bench.floor DATABASE_URL KEY REQUESTS
 
 prints one JSON line: microseconds of CPU per request for each.
+
+Beside them, when valgrind is installed, the decision POST's instructions, counted by
+callgrind: ``python -m tests.bench.floor --instructions DATABASE_URL KEY COUNT`` under
+``valgrind --tool=callgrind --instr-atstart=no`` switches the count on after its warm-up, sends
+COUNT POSTs and switches it off; the difference between COUNT and twice COUNT, over COUNT, is a
+POST's, start-up cancelled out. Unlike CPU time, it repeats to about 0.5% on a machine whose
+speed moves between runs (this project's VMs: 30% between runs of the same code, 2026-11-25).
 """
 
 import asyncio
+import gc
 import json
+import os
+import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -35,6 +46,9 @@ from tests.helpers import http_scope
 
 REQUESTS = 3000
 WARM_UP = 200
+# Under callgrind a POST runs some 50 times slower: fewer of them, the same warm-up.
+COUNTED = 200
+_COLLECTED = re.compile(r"Collected : (\d+)")
 PROJECT = "floor"
 DECISIONS = f"/v1/projects/{PROJECT}/memory/decisions"
 NOT_FOUND = "/v1/nothing-here"
@@ -198,14 +212,59 @@ async def _measure(url: str, key: str, count: int) -> dict[str, float]:
     }
 
 
+async def _counted_posts(url: str, key: str, count: int) -> None:
+    """``count`` decision POSTs with callgrind counting, after a warm-up it does not count."""
+    app = create_app(Settings(database_url=url))
+    caller = AsgiCaller(app, key)
+    async with app.router.lifespan_context(app):
+        for number in range(WARM_UP):
+            await caller.post(DECISIONS, _decision(f"w{number}"))
+        gc.collect()
+        gc.freeze()  # as ``serve`` does: no full collection walks the built app mid-count
+        _count_instructions("on")
+        for number in range(count):
+            await caller.post(DECISIONS, _decision(str(number)))
+        _count_instructions("off")
+
+
+def _count_instructions(switch: str) -> None:
+    command = ["callgrind_control", "-i", switch, str(os.getpid())]
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def _instructions(url: str, key: str, cores: Cores) -> int | None:
+    """Instructions per decision POST, in process (None without valgrind)."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    collected = []
+    for count in (COUNTED, 2 * COUNTED):
+        command = [*cores.server_prefix(), "valgrind", "--tool=callgrind", "--instr-atstart=no"]
+        command += ["--callgrind-out-file=/dev/null", sys.executable, "-m", "tests.bench.floor"]
+        command += ["--instructions", url, key, str(count)]
+        # The same hash seed in both runs: dict and set layouts, and so the work, repeat.
+        environment = {**os.environ, "PYTHONHASHSEED": "0"}
+        output = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, check=True, env=environment
+        )
+        found = _COLLECTED.search(output.stderr)
+        assert found is not None, f"callgrind counted nothing: {output.stderr[-500:]}"
+        collected.append(int(found.group(1)))
+    return (collected[1] - collected[0]) // COUNTED
+
+
 def run(backend: str, database: BenchDatabase, cores: Cores) -> dict[str, Any]:
     """This module in a process of its own on the server's core, on the run's database."""
     command = [*cores.server_prefix(), sys.executable, "-m", "tests.bench.floor"]
     command += [database.url, database.key, str(REQUESTS)]
     output = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True)
-    return {"backend": backend, **json.loads(output.stdout.strip().splitlines()[-1])}
+    figures = json.loads(output.stdout.strip().splitlines()[-1])
+    instructions = _instructions(database.url, database.key, cores)
+    return {"backend": backend, **figures, "instructions": instructions}
 
 
 if __name__ == "__main__":
-    figures = asyncio.run(_measure(sys.argv[1], sys.argv[2], int(sys.argv[3])))
-    print(json.dumps(figures))
+    if sys.argv[1] == "--instructions":
+        asyncio.run(_counted_posts(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    else:
+        figures = asyncio.run(_measure(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+        print(json.dumps(figures))

@@ -211,6 +211,7 @@ def _floor(results: dict[str, Any]) -> list[str]:
             r["statements"],
             r["driver_us"],
             round(r["driver_us"] / r["append_us"], 2),
+            "-" if r.get("instructions") is None else f"{r['instructions']:,}",
         ]
         for r in results["floor"]
     ]
@@ -219,7 +220,9 @@ def _floor(results: dict[str, Any]) -> list[str]:
         "process of its own on the server's core; µs of CPU per request): the whole POST; a "
         "request that only 404s (middleware, routing, the problem answer); the write alone "
         "(`Writes.run` in its worker thread: session, statements, service, commit); the same "
-        "statements, captured from the driver, replayed on the raw driver with a commit each:",
+        "statements, captured from the driver, replayed on the raw driver with a commit each; "
+        "and the POST's instructions, counted by callgrind (repeatable where CPU time is not; "
+        "- without valgrind):",
         "",
         *_table(
             [
@@ -230,6 +233,7 @@ def _floor(results: dict[str, Any]) -> list[str]:
                 "statements",
                 "raw driver µs",
                 "raw driver / POST",
+                "POST instructions",
             ],
             rows,
         ),
