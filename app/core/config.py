@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
+from sqlalchemy.util import asbool
 
 MIB = 1024 * 1024
 MIN_FINGERPRINT_KEY_CHARS = 32
@@ -29,6 +31,23 @@ class AllowedCallers:
 class AuthMode(StrEnum):
     on = "on"
     off = "off"
+
+
+def sqlite_file(database_url: str) -> str | None:
+    """The file a SQLite database lives in, as its URL names it: a path
+    (``sqlite:///data/x.db``), or a ``file:`` URI's path when the URL says ``uri=true``
+    (``sqlite:///file:data/x.db?mode=rwc&uri=true``, read by SQLite's URI rules: an optional
+    ``//`` and host, percent-escapes). None for another database, or one in memory
+    (``:memory:``, ``mode=memory``)."""
+    url = make_url(database_url)
+    name = url.database
+    if url.get_backend_name() != "sqlite" or not name:
+        return None
+    if name.startswith("file:") and asbool(url.query.get("uri", False)):
+        if url.query.get("mode") == "memory":
+            return None
+        name = unquote(urlsplit(name).path)
+    return None if name in ("", ":memory:") else name
 
 
 def is_loopback(host: str) -> bool:
@@ -140,10 +159,8 @@ class Settings(BaseSettings):
         """Where the key lives when none is set: beside a SQLite database file."""
         if self.fingerprint_key is not None:
             return None
-        url = make_url(self.database_url)
-        if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-            return None
-        return f"{url.database}.fingerprint-key"
+        path = sqlite_file(self.database_url)
+        return None if path is None else f"{path}.fingerprint-key"
 
     @cached_property
     def fingerprint_secret(self) -> bytes:

@@ -45,7 +45,7 @@ from sqlalchemy.types import TypeDecorator
 from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
-from app.core.config import Settings
+from app.core.config import Settings, sqlite_file
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -372,9 +372,9 @@ def _pool_args(settings: Settings) -> dict[str, Any]:
 
 def ensure_sqlite_directory(database_url: str) -> None:
     """SQLite creates the file but not its directory (``./data`` on a fresh checkout)."""
-    url = make_url(database_url)
-    if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    path = sqlite_file(database_url)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
 def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
@@ -459,9 +459,9 @@ def create_database(settings: Settings) -> Database:
     if settings.is_sqlite:
         reader = _sqlite_engine(settings, writer=False)
         writer = _sqlite_engine(settings, writer=True)
-        path = writer.url.database
+        path = sqlite_file(settings.database_url)
         checkpoints = None
-        if path and path != ":memory:" and not writer.url.query.get("uri"):
+        if path is not None:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -81,6 +82,25 @@ def test_a_write_is_checkpointed_by_the_checkpoint_thread_and_not_by_its_commit(
 def _sqlite_url(tmp_path: Path) -> str:
     """SQLite's own (PostgreSQL has no such thread: the first test)."""
     return f"sqlite:///{tmp_path / 'checkpoints.db'}"
+
+
+def test_a_database_named_by_a_file_uri_is_checkpointed_and_its_directory_made(
+    tmp_path, tenant, project
+):
+    """``sqlite:///file:...?uri=true`` (SQLite's URI filenames): its directory is made, its
+    fingerprint key kept beside it and its WAL checkpointed, as for a path. The URL was once
+    taken for a path: a directory named ``file:...`` was made, the database's own was not (the
+    migration failed), and no thread checkpointed it."""
+    path = tmp_path / "not yet" / "uri.db"
+    url = f"sqlite:///file:{quote(str(path))}?mode=rwc&uri=true"
+    with _app_on_a_new_database(url, tenant) as (scraper, client):
+        assert import_save(client, project, seed_save()).status_code == 201
+        assert path.is_file()
+        assert Path(f"{path}.fingerprint-key").is_file()
+        checkpoints = scraper.app.state.database.checkpoints
+        assert checkpoints is not None and checkpoints.database_path == str(path)
+        assert _settled(scraper) >= 1
+    assert not list(Path.cwd().glob("file:*"))
 
 
 def test_a_wal_unchanged_since_its_checkpoint_is_left_alone(tmp_path, tenant, project):
