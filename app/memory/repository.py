@@ -2,13 +2,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
-    Row,
     bindparam,
     func,
     literal_column,
@@ -23,15 +22,6 @@ from app.core.pagination import SortKey, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.storage.repository import ProjectScopedRepository
 
-# The columns a ranking reads (statements are immutable: each use adds to a copy). SQLAlchemy's
-# select(): SQLModel's is typed for four columns at most.
-SELECT_RANKABLE = sqlalchemy.select(
-    col(MemoryItem.id),
-    col(MemoryItem.position),
-    col(MemoryItem.feature_id),
-    col(MemoryItem.timestamp),
-    col(MemoryItem.search_text),
-)
 NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
 WORD = re.compile(r"\w+")
 
@@ -124,6 +114,41 @@ HIGHEST_ID_NUMBER = DriverStatement(
 )
 
 
+class RankableRow(NamedTuple):
+    """A live item as a ranking reads it: its columns, not its document (the pack ranks up to
+    a thousand failures to keep five)."""
+
+    id: int
+    position: int
+    feature_id: str | None
+    timestamp: int
+    search_text: str
+
+
+def _newest_rankable_statement(*, of_feature: bool) -> DriverStatement:
+    items = table_of(MemoryItem).c
+    live = [
+        items.project_id == bindparam("project_id"),
+        items.kind == bindparam("kind"),
+        items.archived_at.is_(None),
+    ]
+    if of_feature:
+        live.append(items.feature_id == bindparam("feature_id"))
+    return DriverStatement(
+        sqlalchemy.select(*(items[name] for name in RankableRow._fields))
+        .where(*live)
+        .order_by(items.timestamp.desc(), items.id.desc())
+        .limit(bindparam("limit"))
+    )
+
+
+# On the driver, not through the session's result rows: at a million items the pack's two
+# reads of 500 rows each cost 4.4 ms of CPU that way.
+NEWEST_RANKABLE = {
+    of_feature: _newest_rankable_statement(of_feature=of_feature) for of_feature in (False, True)
+}
+
+
 class ItemRepository(ProjectScopedRepository[MemoryItem]):
     """Decisions, failures and constraints, by kind and ``id``."""
 
@@ -152,30 +177,26 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         )
         return list(self.session.exec(statement))
 
-    def _newest(
-        self, statement: Any, project_id: int, kind: str, limit: int, feature_id: str | None
-    ) -> Any:
-        statement = statement.where(*_live(kind, project_id))
-        if feature_id is not None:
-            statement = statement.where(col(MemoryItem.feature_id) == feature_id)
-        return statement.order_by(
-            col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc()
-        ).limit(limit)
-
-    def newest(
-        self, project_id: int, kind: str, limit: int, *, feature_id: str | None = None
-    ) -> list[MemoryItem]:
-        """The ``limit`` newest live items of ``kind`` (of one feature, when given)."""
-        statement = self._newest(select(MemoryItem), project_id, kind, limit, feature_id)
+    def newest(self, project_id: int, kind: str, limit: int) -> list[MemoryItem]:
+        """The ``limit`` newest live items of ``kind``."""
+        statement = (
+            select(MemoryItem)
+            .where(*_live(kind, project_id))
+            .order_by(col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc())
+            .limit(limit)
+        )
         return list(self.session.exec(statement))
 
     def newest_rankable(
         self, project_id: int, kind: str, limit: int, *, feature_id: str | None = None
-    ) -> list[Row[Any]]:
-        """As ``newest``, but only the columns a ranking reads, not the documents: the pack
-        ranks up to a thousand items to keep five."""
-        statement = self._newest(SELECT_RANKABLE, project_id, kind, limit, feature_id)
-        return list(self.session.execute(statement))
+    ) -> list[RankableRow]:
+        """As ``newest`` (of one feature, when given), but only the columns a ranking reads,
+        not the documents."""
+        parameters: dict[str, Any] = {"project_id": project_id, "kind": kind, "limit": limit}
+        if feature_id is not None:
+            parameters["feature_id"] = feature_id
+        statement = NEWEST_RANKABLE[feature_id is not None]
+        return list(map(RankableRow._make, statement.rows(self.session.connection(), parameters)))
 
     def items(self, ids: Sequence[int]) -> list[MemoryItem]:
         return list(self.session.exec(select(MemoryItem).where(col(MemoryItem.id).in_(ids))))

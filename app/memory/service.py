@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import Row
 from sqlmodel import Session
 
 from app.core import redaction
@@ -25,6 +24,7 @@ from app.memory.repository import (
     FileStyleRepository,
     ItemFilter,
     ItemRepository,
+    RankableRow,
     SummaryRepository,
 )
 from app.memory.schemas import (
@@ -473,7 +473,7 @@ def _entry(item: MemoryItem, style: Style) -> packing.Entry:
 
 def _failure_candidates(
     repository: ItemRepository, pid: int, feature_id: str | None
-) -> list[Row[Any]]:
+) -> list[RankableRow]:
     """The failures the pack ranks: the feature's own newest and the project's newest, a
     bounded number of each, so that the pack costs the same with a thousand failures stored
     or a million (two index range reads, not the whole file)."""
@@ -493,11 +493,9 @@ def _ranked_failures(
 ) -> list[packing.Entry]:
     """The pack's failures, most relevant first. Ranking reads columns only: just the
     documents of the few chosen are loaded and parsed."""
-    rows = _failure_candidates(repository, pid, feature_id)
-    shells = [packing.Entry({}, row.feature_id, row.timestamp, row.search_text) for row in rows]
-    row_id = {id(shell): row.id for shell, row in zip(shells, rows, strict=True)}
-    ranked = packing.rank_failures(shells, feature_id, about)[: packing.MAX_FAILURES]
-    chosen = [row_id[id(shell)] for shell in ranked]
+    candidates = _failure_candidates(repository, pid, feature_id)
+    ranked = packing.rank_failures(candidates, feature_id, about)[: packing.MAX_FAILURES]
+    chosen = [row.id for row in ranked]
     if not chosen:
         return []
     # A failure deleted since it was ranked (PostgreSQL reads what has committed by each

@@ -1,6 +1,10 @@
 """The context pack's budget and ranking, without a database."""
 
+import re
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.memory import pack, tokens
 from app.memory.pack import Entry
@@ -102,3 +106,42 @@ def test_failures_rank_by_feature_then_similarity_then_recency():
     newer = _failure(3, "feat-3", "unrelated words")
     ranked = pack.rank_failures([newer, similar, own], "feat-1", "database migration")
     assert ranked == [own, similar, newer]
+
+
+def _words_by_the_rule(text: str) -> set[str]:
+    """What ranking compares: the words (``\\w+``), in small letters."""
+    return {word.lower() for word in re.findall(r"\w+", text)}
+
+
+def _overlap_by_the_rule(text: str, about: str) -> float:
+    """Seed 004's ranking: Jaccard over the words of each."""
+    words, reference = _words_by_the_rule(text), _words_by_the_rule(about)
+    union = words | reference
+    return len(words & reference) / len(union) if union else 0.0
+
+
+_ASCII = st.text(st.sampled_from("abcXYZ019_ -.,;:!?'\"()[]{}/\\\t\n\x0b\x1c\x7f"), max_size=40)
+_ANY = st.text(
+    st.one_of(st.sampled_from("aZ1_ .éÉßİıſKΣσς密钥١\u0301\u00a0"), st.characters()), max_size=40
+)
+_TEXT = st.one_of(_ASCII, _ANY)
+# Texts that share words, so that overlaps differ and decide the order.
+_WORDY = st.lists(
+    st.sampled_from(["db", "DB", "migration", "lock_file", "lock", "file", "été", "İd"]),
+    max_size=6,
+).map(" ".join)
+
+
+@given(st.lists(_WORDY, min_size=1, max_size=12), _WORDY)
+def test_failures_rank_by_word_overlap_as_the_rule_defines_it(texts, about):
+    failures = [Entry({}, None, 0, text) for text in texts]
+    expected = sorted(
+        failures, key=lambda e: _overlap_by_the_rule(e.search_text, about), reverse=True
+    )
+    assert pack.rank_failures(failures, None, about) == expected
+
+
+@given(_TEXT)
+def test_a_failures_words_are_its_runs_of_word_characters_in_small_letters(text):
+    # ASCII text is split in C rather than by the expression: the same words.
+    assert pack._words(text) == _words_by_the_rule(text)
