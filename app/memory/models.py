@@ -49,7 +49,15 @@ class MemoryItem(SQLModel, table=True):
     __table_args__ = (
         UniqueConstraint("project_id", "kind", "item_id"),
         Index("ix_memory_items_project_kind_timestamp", "project_id", "kind", "timestamp", "id"),
-        Index("ix_memory_items_project_kind_feature", "project_id", "kind", "feature_id"),
+        # A feature's newest first, read from the index's end (the pack's own failures).
+        Index(
+            "ix_memory_items_project_kind_feature_timestamp",
+            "project_id",
+            "kind",
+            "feature_id",
+            "timestamp",
+            "id",
+        ),
         Index("ix_memory_items_project_kind_category", "project_id", "kind", "category"),
         Index("ix_memory_items_project_kind_severity", "project_id", "kind", "severity"),
         Index("ix_memory_items_project_kind_position", "project_id", "kind", "position"),

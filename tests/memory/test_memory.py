@@ -5,7 +5,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlmodel import Session, select
 
 from app.memory import service as memory_service
@@ -302,6 +302,45 @@ def test_the_database_search_index_is_what_answers(app, client, project, backend
         session.execute(text("SET enable_seqscan = off"))
         plan = "\n".join(row[0] for row in session.execute(text(f"EXPLAIN {compiled}")))
         assert "ix_memory_items_search" in plan
+
+
+def test_a_packs_read_of_a_features_failures_takes_the_newest_from_an_index(
+    app, client, project, backend
+):
+    """No sort of the feature's failures (migration 0014): the read stops at its limit, so a
+    pack costs the same whether the feature has ten failures or ten thousand. The statement
+    and values are the ones a real pack request sends."""
+    for n in range(3):
+        item = {"id": f"f{n}", "description": "disk full", "featureId": "feat-1"}
+        _post(client, project, "failures", item)
+    engine = app.state.database.reader
+    reads = []
+
+    def record(_conn, _cursor, statement, parameters, *_args):
+        if "memory_items.feature_id =" in statement and "LIMIT" in statement:
+            reads.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        pack = client.get(f"{_base(project)}/context", params={"feature_id": "feat-1"})
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert pack.status_code == 200
+    assert [f["id"] for f in pack.json()["failures"]] == ["f2", "f1", "f0"]
+    ((statement, parameters),) = reads
+    with engine.connect() as connection:
+        if backend.name == "sqlite":
+            rows = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            plan = "\n".join(str(row[-1]) for row in rows)
+        else:
+            # The planner's costs on a small table would choose anything: sorting is what
+            # must be impossible.
+            connection.exec_driver_sql("SET enable_sort = off")
+            connection.exec_driver_sql("SET enable_seqscan = off")
+            rows = connection.exec_driver_sql(f"EXPLAIN {statement}", parameters)
+            plan = "\n".join(row[0] for row in rows)
+    assert "ix_memory_items_project_kind_feature_timestamp" in plan, plan
+    assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
 
 
 def test_expired_constraints_leave_the_active_set(client, project):
