@@ -131,6 +131,7 @@ def markdown(results: dict[str, Any]) -> str:
                 "CPU ratio",
                 "flat",
                 "full scans in plans",
+                "sorts in plans",
             ],
             [
                 [
@@ -147,6 +148,7 @@ def markdown(results: dict[str, Any]) -> str:
                     r["restore_cpu_ratio"],
                     _mark(r["met"]),
                     r["full_scans"],
+                    r["sorts"],
                 ]
                 for r in results["scaling"]
             ],
@@ -296,7 +298,7 @@ def plans_text(results: dict[str, Any]) -> str:
     for backend, plans in results.get("plans", {}).items():
         lines.append(f"Query plans of the pack and the restore ({backend}):")
         for plan in plans:
-            flag = "  FULL SCAN" if plan["full_scan"] else ""
+            flag = ("  FULL SCAN" if plan["full_scan"] else "") + ("  SORT" if plan["sort"] else "")
             lines.append(f"- {plan['statement'][:160]}{flag}")
             lines += [f"    {line}" for line in plan["plan"].splitlines()]
         lines.append("")
