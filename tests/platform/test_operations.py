@@ -5,6 +5,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
@@ -79,26 +80,36 @@ def test_a_table_missing_from_a_migrated_database_is_a_server_error_not_a_migrat
         assert assert_problem(response, 500)["type"] == "urn:context-store:problem:internal-error"
 
 
-def test_a_database_one_migration_behind_answers_503_naming_migrate(backend):
-    url = backend.new_database_url()
+def test_a_database_behind_the_head_answers_503_naming_migrate_where_it_lacks_a_change(backend):
+    """A database one migration behind, then two, then three, until a probe touches what it
+    lacks: each refused answer names migrate and the revision the database is at. A migration
+    that only adds an index (0014) leaves every request able to run, slower and no less
+    right, so one step below it answers them all."""
     script = ScriptDirectory.from_config(alembic_config())
-    behind_by_one = script.get_revision(head_revision()).down_revision
-    assert isinstance(behind_by_one, str)
-    upgrade(url, behind_by_one)
-    with TestClient(create_app(make_settings(url, auth=AuthMode.off)), base_url=LOOPBACK) as behind:
-        # A write to each table a recent migration changed (saves: 0011, run states: 0012):
-        # one that touches what the head migration changed names it; the others may succeed.
-        responses = [
-            import_save(behind, "demo", seed_save()),
-            behind.post("/v1/projects/demo/runs/r/iterations", json={"bead_id": "b"}),
-        ]
+    revision = head_revision()
+    for _step in range(3):
+        below = script.get_revision(revision).down_revision
+        assert isinstance(below, str)
+        revision = below
+        url = backend.new_database_url()
+        upgrade(url, revision)
+        settings = make_settings(url, auth=AuthMode.off)
+        with TestClient(create_app(settings), base_url=LOOPBACK) as behind:
+            # A write to each table a recent migration changed (saves: 0011, run states:
+            # 0012 and 0013); the others may succeed.
+            responses = [
+                import_save(behind, "demo", seed_save()),
+                behind.post("/v1/projects/demo/runs/r/iterations", json={"bead_id": "b"}),
+            ]
         for response in responses:
             assert response.is_success or response.status_code == 503, response.text
         refused = [response for response in responses if not response.is_success]
-        assert refused, "no probe touches what the head migration changed"
         for response in refused:
             _assert_names_migrate(response)
-            assert behind_by_one in response.json()["detail"]
+            assert revision in response.json()["detail"]
+        if refused:
+            return
+    pytest.fail("no probe touches what the last three migrations changed")
 
 
 def test_readyz_is_503_when_the_database_is_unreachable():
