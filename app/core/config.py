@@ -8,12 +8,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote_to_bytes
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.engine import make_url
-from sqlalchemy.util import asbool
 
 MIB = 1024 * 1024
 MIN_FINGERPRINT_KEY_CHARS = 32
@@ -34,19 +33,33 @@ class AuthMode(StrEnum):
 
 
 def sqlite_file(database_url: str) -> str | None:
-    """The file a SQLite database lives in, as its URL names it: a path
-    (``sqlite:///data/x.db``), or a ``file:`` URI's path when the URL says ``uri=true``
-    (``sqlite:///file:data/x.db?mode=rwc&uri=true``, read by SQLite's URI rules: an optional
-    ``//`` and host, percent-escapes). None for another database, or one in memory
-    (``:memory:``, ``mode=memory``)."""
+    """The file a SQLite database lives in: the name the driver is given for the URL (the
+    dialect's own ``create_connect_args``: a path made absolute, or with ``uri=true`` the name
+    with the URL's other parameters appended), read as SQLite reads it. None for another
+    database, or one in memory."""
     url = make_url(database_url)
-    name = url.database
-    if url.get_backend_name() != "sqlite" or not name:
+    if url.get_backend_name() != "sqlite":
         return None
-    if name.startswith("file:") and asbool(url.query.get("uri", False)):
-        if url.query.get("mode") == "memory":
-            return None
-        name = unquote(urlsplit(name).path)
+    (name,), options = url.get_dialect()().create_connect_args(url)
+    if name == ":memory:":
+        return None
+    # With uri=true a name not starting with "file:" is still a plain file name, "?" and all.
+    return _uri_file(name) if options.get("uri") and name.startswith("file:") else name
+
+
+def _uri_file(uri: str) -> str | None:
+    """The file of a SQLite URI filename, by SQLite's rules ("URI Filenames in SQLite"): after
+    ``file:``, an optional ``//`` and authority (empty or ``localhost``), then the path up to
+    ``?`` or ``#``, its percent-escapes decoded as bytes and cut at the first NUL. None for a
+    database in memory (``mode=memory``, ``vfs=memdb``, the path ``:memory:``)."""
+    path, _, query = uri.removeprefix("file:").partition("#")[0].partition("?")
+    if path.startswith("//"):
+        authority_end = path.find("/", 2)
+        path = "" if authority_end < 0 else path[authority_end:]
+    parameters = dict(parse_qsl(query, keep_blank_values=True))
+    if parameters.get("mode") == "memory" or parameters.get("vfs") == "memdb":
+        return None
+    name = os.fsdecode(unquote_to_bytes(path).split(b"\0", 1)[0])
     return None if name in ("", ":memory:") else name
 
 
@@ -123,8 +136,8 @@ class Settings(BaseSettings):
     archive_export_wait_seconds: float = Field(default=45.0, ge=0)
     # How much of an export's spool stays in memory before it moves to a temporary file.
     archive_spool_memory_bytes: int = Field(default=1 * MIB, ge=0)
-    # A client that accepts no byte of a response for this long is dropped (its export's
-    # turn and memory are freed).
+    # A response is sent in slices of 256 KiB (app/core/sending.py): a client that has not
+    # taken a slice within this long is dropped (its export's turn and memory are freed).
     send_timeout_seconds: float = Field(default=30.0, gt=0)
     # The DNS-rebinding check (app/core/rebinding.py): Host values (`name:port`, `name:*` for
     # any port) and Origin values (`http://name:port`) the server answers besides its own

@@ -148,9 +148,11 @@ def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.
 
 # The driver cursor DriverStatements run on, one kept per driver connection (in its ``info``,
 # which lives as long as that connection): a new psycopg cursor builds its parameter and result
-# adapters again, 15-35 µs a statement here. Not after a statement given a large value: psycopg's
-# cursor holds its last statement's values until the next, and an idle pooled connection would
-# keep a document alive; nor after an executemany.
+# adapters again, 15-35 µs a statement here. Not after a statement given a large value, nor one
+# that fetched more than a row: psycopg's cursor holds its last statement's values and result
+# until the next, and an idle pooled connection would keep a document, or a read's rows (the
+# pack's 500 candidates, each up to 100,000 characters of text), alive; nor after an
+# executemany.
 _DRIVER_CURSOR = "driver_statement_cursor"
 _KEPT_VALUE_BYTES = 64 * 1024
 
@@ -170,7 +172,8 @@ def _holds_large_value(values: Any) -> bool:
 
 class DriverStatement:
     """A Core statement that every write runs (the key's confirmation, the project's upsert, an
-    append's own), compiled once per dialect and run on a driver cursor of the connection (the
+    append's own), or a read that runs on every request of its route (a project's id, the
+    pack's candidates), compiled once per dialect and run on a driver cursor of the connection (the
     one it keeps, ``_DRIVER_CURSOR``), in its transaction. SQLAlchemy's execution around a
     cached statement (its context, the parameters and the result objects) cost 30-45 µs a
     statement over the driver's own call here, more than SQLite spends running it. Bound values
@@ -231,7 +234,7 @@ class DriverStatement:
             # handlers answer), ``handle_error`` listeners, and on a lost connection this one
             # invalidated and every connection the pool held before it replaced at checkout.
             connection._handle_dbapi_exception(exc, compiled.sql, values, cursor, None)
-        if many or _holds_large_value(values):
+        if many or len(fetched) > 1 or _holds_large_value(values):
             cursor.close()
         else:
             driver.info[_DRIVER_CURSOR] = cursor

@@ -7,7 +7,7 @@ from typing import Annotated, Any, TypeVar
 
 import orjson
 from fastapi import Query
-from sqlalchemy import and_, or_
+from sqlalchemy import UnaryExpression, and_, or_
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
@@ -47,6 +47,11 @@ class SortKey:
             raise TypeError(f"not a mapped column: {attribute!r}")
         object.__setattr__(self, "column", attribute)
         object.__setattr__(self, "descending", descending)
+
+
+def ordering(keys: list[SortKey]) -> list[UnaryExpression[Any]]:
+    """The ORDER BY of rows sorted by ``keys``."""
+    return [key.column.desc() if key.descending else key.column.asc() for key in keys]
 
 
 def _encode_value(value: Any) -> Any:
@@ -131,8 +136,7 @@ def paginate(
             )
             alternatives.append(and_(*equal_prefix, beyond))
         statement = statement.where(or_(*alternatives))
-    ordering = [key.column.desc() if key.descending else key.column.asc() for key in keys]
-    rows = list(session.exec(statement.order_by(*ordering).limit(limit + 1)))
+    rows = list(session.exec(statement.order_by(*ordering(keys)).limit(limit + 1)))
     if len(rows) <= limit:
         return rows, None
     rows = rows[:limit]

@@ -18,7 +18,7 @@ from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.db import DriverStatement, table_of
-from app.core.pagination import SortKey, paginate
+from app.core.pagination import SortKey, ordering, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.storage.repository import ProjectScopedRepository
 
@@ -47,7 +47,9 @@ class NewItemContext:
     style: str | None
 
 
-def _live(kind: str, project_id: int) -> list[ColumnElement[bool]]:
+def _live(
+    kind: str | BindParameter[str], project_id: int | BindParameter[int]
+) -> list[ColumnElement[bool]]:
     return [
         col(MemoryItem.project_id) == project_id,
         col(MemoryItem.kind) == kind,
@@ -126,18 +128,14 @@ class RankableRow(NamedTuple):
 
 
 def _newest_rankable_statement(*, of_feature: bool) -> DriverStatement:
-    items = table_of(MemoryItem).c
-    live = [
-        items.project_id == bindparam("project_id"),
-        items.kind == bindparam("kind"),
-        items.archived_at.is_(None),
-    ]
+    live = _live(bindparam("kind"), bindparam("project_id"))
     if of_feature:
-        live.append(items.feature_id == bindparam("feature_id"))
+        live.append(col(MemoryItem.feature_id) == bindparam("feature_id"))
+    items = table_of(MemoryItem).c
     return DriverStatement(
         sqlalchemy.select(*(items[name] for name in RankableRow._fields))
         .where(*live)
-        .order_by(items.timestamp.desc(), items.id.desc())
+        .order_by(*ordering(NEWEST_FIRST))
         .limit(bindparam("limit"))
     )
 
@@ -182,7 +180,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         statement = (
             select(MemoryItem)
             .where(*_live(kind, project_id))
-            .order_by(col(MemoryItem.timestamp).desc(), col(MemoryItem.id).desc())
+            .order_by(*ordering(NEWEST_FIRST))
             .limit(limit)
         )
         return list(self.session.exec(statement))

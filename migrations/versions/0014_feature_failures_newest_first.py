@@ -3,7 +3,7 @@
 The context pack ranks a feature's own newest failures (``app/memory/service.py``). Its index
 held ``(project_id, kind, feature_id)`` only: the read found every failure of the feature and
 sorted them (SQLite: "USE TEMP B-TREE FOR ORDER BY"), so the pack grew with the feature's
-failures (500 of them at the benchmark's million items: 1.5 ms of a 10 ms pack). With
+failures (500 of them at the benchmark's million items: 1.6 ms of a 10 ms pack). With
 ``timestamp`` and ``id`` after them, as the project-wide index has, it reads the newest
 from the index's end and stops at the limit.
 

@@ -130,8 +130,8 @@ def markdown(results: dict[str, Any]) -> str:
                 "restore CPU ms",
                 "CPU ratio",
                 "flat",
-                "full scans in plans",
-                "sorts in plans",
+                "full scans in plans (largest size)",
+                "sorts in plans (largest size)",
             ],
             [
                 [
@@ -147,8 +147,8 @@ def markdown(results: dict[str, Any]) -> str:
                     r["restore_cpu_ms"],
                     r["restore_cpu_ratio"],
                     _mark(r["met"]),
-                    r["full_scans"],
-                    r["sorts"],
+                    "" if r["full_scans"] is None else r["full_scans"],
+                    "" if r["sorts"] is None else r["sorts"],
                 ]
                 for r in results["scaling"]
             ],

@@ -42,9 +42,10 @@ FULL_SCAN = {
 }
 # A read that sorts what it found grows with it too, however it found it (a feature's
 # failures did, before migration 0014). SQLite names no table for its sort: every sort in these
-# routes' plans is counted, and the plans printed name the statement.
+# routes' plans is counted (a whole ORDER BY or its right part, a GROUP BY, a DISTINCT; on
+# PostgreSQL a Sort node, incremental ones too), and the plans printed name the statement.
 SORT = {
-    "sqlite": re.compile(r"USE TEMP B-TREE FOR ORDER BY"),
+    "sqlite": re.compile(r"USE TEMP B-TREE FOR"),
     "postgresql": re.compile(r"\bSort\b"),
 }
 # Shares of the items: decisions and failures (the pack), the agent's three memory files.
@@ -297,6 +298,8 @@ def run(
             row["restore_cpu_ms"] / max(base["restore_cpu_ms"], 0.01), 2
         )
         row["met"] = row["pack_ratio"] <= FLAT_LIMIT and row["restore_ratio"] <= FLAT_LIMIT
-        row["full_scans"] = sum(plan["full_scan"] for plan in plans)
-        row["sorts"] = sum(plan["sort"] for plan in plans)
+        # The plans are captured once, at the largest size: their counts are that row's.
+        largest = row is rows[-1]
+        row["full_scans"] = sum(plan["full_scan"] for plan in plans) if largest else None
+        row["sorts"] = sum(plan["sort"] for plan in plans) if largest else None
     return rows, plans

@@ -41,3 +41,24 @@ def test_a_cursor_given_a_large_document_is_closed_rather_than_kept(app):
             else:
                 assert info[_DRIVER_CURSOR] is kept
             connection.rollback()
+
+
+def test_a_cursor_that_fetched_many_rows_is_closed_rather_than_kept(app):
+    """psycopg's cursor holds its last result too: a read of many rows (the pack's candidates)
+    must not stay alive in an idle connection's cursor. A row or none keeps it."""
+    numbers = DriverStatement(
+        text(
+            "SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) AS t"
+            " WHERE n <= :upto ORDER BY n"
+        )
+    )
+    with app.state.database.reader.connect() as connection:
+        info = connection.connection.info
+        assert ONE.rows(connection, {}) == [(1,)]
+        kept = info[_DRIVER_CURSOR]
+        assert numbers.rows(connection, {"upto": 0}) == []
+        assert numbers.rows(connection, {"upto": 1}) == [(1,)]
+        assert info[_DRIVER_CURSOR] is kept
+        assert numbers.rows(connection, {"upto": 3}) == [(1,), (2,), (3,)]
+        assert _DRIVER_CURSOR not in info
+        connection.rollback()
