@@ -7,7 +7,6 @@ from contextlib import asynccontextmanager
 from anyio import to_thread
 from fastapi import FastAPI
 from sqlalchemy import Engine
-from starlette.middleware.gzip import GZipMiddleware
 
 from app import (
     __version__,
@@ -21,7 +20,6 @@ from app.core.config import AuthMode, Settings
 from app.core.db import Database, create_database
 from app.core.deps import KeyLookup, PrincipalCache
 from app.core.docs import install_docs
-from app.core.encoding import ContentCodingMiddleware
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
@@ -29,8 +27,7 @@ from app.core.logs import RequestRecordMiddleware
 from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.rebinding import RebindingGuardMiddleware
-from app.core.redaction import RedactionMiddleware
-from app.core.sending import SendTimeoutMiddleware
+from app.core.sending import SendingMiddleware
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
@@ -132,15 +129,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     if settings.auth is AuthMode.off:
         app.add_middleware(IgnoredKeyWarningMiddleware)
+    # Redaction, content coding and gzip, and the send timeout, in one pass (app/core/sending.py).
     app.add_middleware(
-        GZipMiddleware,
-        minimum_size=settings.gzip_minimum_bytes,
-        compresslevel=settings.gzip_level,
+        SendingMiddleware,
+        timeout=settings.send_timeout_seconds,
+        redact=settings.redact,
+        gzip_minimum_bytes=settings.gzip_minimum_bytes,
+        gzip_level=settings.gzip_level,
     )
-    app.add_middleware(ContentCodingMiddleware)
-    app.add_middleware(RedactionMiddleware, enabled=settings.redact)
-    # Outside everything that shapes the body: it slices what is finally sent.
-    app.add_middleware(SendTimeoutMiddleware, timeout=settings.send_timeout_seconds)
     allowed_callers = settings.allowed_callers
     if settings.auth is AuthMode.off and allowed_callers is not None:
         # No key guards the store: a page that rebinds its name to this address is refused

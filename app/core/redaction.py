@@ -1,16 +1,15 @@
 """The redaction setting (``CONTEXT_STORE_REDACT``) and what one request redacted.
 
-Services call ``for_storage`` on every document they are about to store; the middleware sets,
-for each request, whether redaction is on and where the sites it finds are collected, and
-reports them in the ``Redactions`` response header (a receipt's own body may list them too).
+Services call ``for_storage`` on every document they are about to store; ``RequestRedactions``
+sets, for each request, whether redaction is on and where the sites it finds are collected, and
+adds them to the response as its ``Redactions`` header (a receipt's own body may list them too).
 """
 
 import json
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.formats import jsondoc
 from app.redaction import Redactions, redact_document
@@ -81,30 +80,27 @@ def collected_header() -> str | None:
     return header_value(collected) if collected else None
 
 
-class RedactionMiddleware:
-    """Sets the setting for the request and reports its redactions in a header."""
+class RequestRedactions:
+    """One request's redaction: the setting its services apply (``for_storage``), and the
+    sites they redact, collected for its ``Redactions`` header. Entered for the length of the
+    request (``app/core/sending.py``)."""
 
-    def __init__(self, app: ASGIApp, *, enabled: bool) -> None:
-        self.app = app
+    def __init__(self, *, enabled: bool) -> None:
         self.enabled = enabled
+        self.collected = Redactions()
+        self._tokens: tuple[Token[bool], Token[Redactions | None]] | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        collected = Redactions()
-        enabled_token = _enabled.set(self.enabled)
-        collected_token = _collected.set(collected)
+    def __enter__(self) -> "RequestRedactions":
+        self._tokens = (_enabled.set(self.enabled), _collected.set(self.collected))
+        return self
 
-        async def send_with_header(message: Message) -> None:
-            if message["type"] == "http.response.start" and collected:
-                headers = MutableHeaders(scope=message)
-                if HEADER.lower() not in headers:
-                    headers[HEADER] = header_value(collected)
-            await send(message)
+    def __exit__(self, *_exc: object) -> None:
+        assert self._tokens is not None, "exited before it was entered"
+        enabled_token, collected_token = self._tokens
+        _collected.reset(collected_token)
+        _enabled.reset(enabled_token)
 
-        try:
-            await self.app(scope, receive, send_with_header)
-        finally:
-            _collected.reset(collected_token)
-            _enabled.reset(enabled_token)
+    def add_header(self, headers: MutableHeaders) -> None:
+        """The ``Redactions`` header, when anything was redacted and the response has none."""
+        if self.collected and HEADER.lower() not in headers:
+            headers[HEADER] = header_value(self.collected)

@@ -1,16 +1,31 @@
-"""Clients that stop reading: a response is sent in slices, each within the send timeout.
+"""How every response leaves the service: one pass that, for each request, sets what its
+redaction collects, negotiates its content coding (gzip through Starlette's responder), finishes
+its headers, and sends its body in slices, each within the send timeout.
 
-uvicorn writes a body to the socket's buffer and waits only when that buffer is full. A client
-that reads nothing would keep whatever the response holds (an export's turn and spool, a large
-document) for as long as it keeps the connection open. Each slice here must be accepted within
-``timeout`` seconds, or the response is abandoned and uvicorn closes the connection.
+One layer, not the four that did these one by one (redaction, content coding, gzip, the send
+timeout), each wrapping every request's ``send`` again: they cost a 404 230 thousand of its 954
+thousand instructions (26%), measured by callgrind on 2026-11-26.
+
+Clients that stop reading: uvicorn writes a body to the socket's buffer and waits only when
+that buffer is full. A client that reads nothing would keep whatever the response holds (an
+export's turn and spool, a large document) for as long as it keeps the connection open. Each
+slice here must be accepted within ``timeout`` seconds, or the response is abandoned and
+uvicorn closes the connection.
 """
 
 import logging
+import types
+from collections.abc import Awaitable, Coroutine, Generator
 from contextvars import ContextVar
+from typing import Any
 
 import anyio
+from starlette.datastructures import MutableHeaders
+from starlette.middleware.gzip import GZipResponder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.core import encoding
+from app.core.redaction import RequestRedactions
 
 log = logging.getLogger(__name__)
 
@@ -32,30 +47,70 @@ class ClientStalled(BaseException):
     that the 500 handler neither logs it as a failure nor tries to answer."""
 
 
-class SendTimeoutMiddleware:
-    def __init__(self, app: ASGIApp, timeout: float) -> None:
+class SendingMiddleware:
+    """The one pass every HTTP response takes on its way out (this module's docstring)."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        timeout: float,
+        redact: bool,
+        gzip_minimum_bytes: int,
+        gzip_level: int,
+    ) -> None:
         self.app = app
         self.timeout = timeout
+        self.redact = redact
+        self.gzip_minimum_bytes = gzip_minimum_bytes
+        self.gzip_level = gzip_level
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        app = self.app
+        wants_gzip = encoding.negotiate(scope)
+        if wants_gzip:
+            app = GZipResponder(app, self.gzip_minimum_bytes, compresslevel=self.gzip_level)
+        redactions = RequestRedactions(enabled=self.redact)
+        # For a client that does not take gzip, a response the gzip layer would have compressed
+        # for one that does is held until its first body shows whether it was long enough: then
+        # it says it varies by Accept-Encoding, as the gzip layer says of those it compresses.
+        held: Message | None = None
 
-        async def send_in_time(message: Message) -> None:
-            if message["type"] != "http.response.body":
-                await self._send(send, message)
+        async def start(message: Message, *, varies: bool) -> None:
+            headers = MutableHeaders(scope=message)
+            encoding.finish_coded_headers(headers, varies=varies)
+            redactions.add_header(headers)
+            await self._send(send, message)
+
+        async def send_finished(message: Message) -> None:
+            nonlocal held
+            kind = message["type"]
+            if kind == "http.response.start":
+                if not wants_gzip and encoding.could_be_compressed(
+                    MutableHeaders(scope=message), message["status"]
+                ):
+                    held = message
+                else:
+                    await start(message, varies=False)
                 return
-            body: bytes = message.get("body", b"")
-            more_body: bool = message.get("more_body", False)
-            last = max(len(body) - 1, 0) // SLICE_BYTES * SLICE_BYTES
-            for start in range(0, last, SLICE_BYTES):
-                piece = body[start : start + SLICE_BYTES]
-                await self._send(send, {**message, "body": piece, "more_body": True})
-            await self._send(send, {**message, "body": body[last:], "more_body": more_body})
+            if held is not None:
+                held_start, held = held, None
+                long_enough = kind == "http.response.body" and (
+                    message.get("more_body", False)
+                    or len(message.get("body", b"")) >= self.gzip_minimum_bytes
+                )
+                await start(held_start, varies=long_enough)
+            if kind == "http.response.body":
+                await self._send_body(send, message)
+            else:
+                await self._send(send, message)
 
         try:
-            await self.app(scope, receive, send_in_time)
+            with redactions:
+                await app(scope, receive, send_finished)
         except ClientStalled:
             _abandoned.set(True)
             log.warning(
@@ -63,11 +118,59 @@ class SendTimeoutMiddleware:
                 self.timeout,
             )
 
+    async def _send_body(self, send: Send, message: Message) -> None:
+        body: bytes = message.get("body", b"")
+        if len(body) <= SLICE_BYTES:
+            await self._send(send, message)
+            return
+        more_body: bool = message.get("more_body", False)
+        last = (len(body) - 1) // SLICE_BYTES * SLICE_BYTES
+        for begin in range(0, last, SLICE_BYTES):
+            piece = body[begin : begin + SLICE_BYTES]
+            await self._send(send, {**message, "body": piece, "more_body": True})
+        await self._send(send, {**message, "body": body[last:], "more_body": more_body})
+
     async def _send(self, send: Send, message: Message) -> None:
+        """``send(message)``, abandoned (``ClientStalled``) if it waits longer than the timeout.
+
+        Only a send that waits needs a timer, and one waits only when the socket's buffer is
+        full: the server's send is stepped once by hand, and a timeout scope (38 thousand
+        instructions, twice a response) is set up only when that step did not finish it."""
+        sending = send(message)
+        if not isinstance(sending, types.CoroutineType):
+            sending = _awaited(sending)
+        try:
+            waiting_on = sending.send(None)
+        except StopIteration:
+            return
         with anyio.move_on_after(self.timeout) as scope:
-            await send(message)
+            await _resumed(sending, waiting_on)
         if scope.cancelled_caught:
             raise ClientStalled
+
+
+async def _awaited(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+@types.coroutine
+def _resumed(sending: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """The rest of a coroutine already stepped once (which yielded ``waiting_on`` to the event
+    loop), as ``await`` would run it: what the loop sends or throws goes on to the coroutine,
+    what it yields goes back to the loop, until it returns."""
+    while True:
+        try:
+            resumed = yield waiting_on
+        except BaseException as exc:  # the loop's cancellation (the timeout's) included
+            try:
+                waiting_on = sending.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting_on = sending.send(resumed)
+            except StopIteration:
+                return
 
 
 class AbandonedResponseFilter(logging.Filter):

@@ -54,3 +54,25 @@ def test_a_stored_gzip_file_is_decompressed_for_an_identity_client(client, proje
     plain = client.get(f"/v1/projects/{project}/saves/{save_id}")
     assert "content-encoding" not in plain.headers
     assert plain.content == python_indent2(document)
+
+
+def test_an_identity_response_long_enough_to_be_compressed_says_it_varies(client, project):
+    """A cache must not hand a gzip client's representation to this one, or this one's to a
+    gzip client: both name Accept-Encoding in Vary. A response too short to be compressed is
+    the same for both, and does not."""
+    url = _many_saves(client, project)
+    listing = client.get(url, headers={"Accept-Encoding": "identity"})
+    assert len(listing.content) >= 1024  # the gzip layer's minimum (the default settings)
+    assert "content-encoding" not in listing.headers
+    assert listing.headers["vary"] == "Accept-Encoding"
+    short = client.get("/healthz", headers={"Accept-Encoding": "identity"})
+    assert len(short.content) < 1024
+    assert "vary" not in short.headers
+
+
+def test_accept_encoding_sent_on_several_lines_is_one_list(client, project):
+    url = _many_saves(client, project)
+    lines = [("Accept-Encoding", "br"), ("Accept-Encoding", "gzip")]
+    assert client.get(url, headers=lines).headers["content-encoding"] == "gzip"
+    refused = [("Accept-Encoding", "br"), ("Accept-Encoding", "gzip;q=0")]
+    assert "content-encoding" not in client.get(url, headers=refused).headers
