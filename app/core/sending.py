@@ -13,13 +13,13 @@ slice here must be accepted within ``timeout`` seconds, or the response is aband
 uvicorn closes the connection.
 """
 
+import asyncio
 import logging
 import types
 from collections.abc import Awaitable, Coroutine, Generator
 from contextvars import ContextVar
 from typing import Any
 
-import anyio
 from starlette.datastructures import MutableHeaders
 from starlette.middleware.gzip import GZipResponder
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -134,8 +134,9 @@ class SendingMiddleware:
         """``send(message)``, abandoned (``ClientStalled``) if it waits longer than the timeout.
 
         Only a send that waits needs a timer, and one waits only when the socket's buffer is
-        full: the server's send is stepped once by hand, and a timeout scope (38 thousand
-        instructions, twice a response) is set up only when that step did not finish it."""
+        full: the server's send is stepped once by hand, and a timeout (anyio's scope cost 38
+        thousand instructions, twice a response) is set up only when that step did not finish
+        it."""
         sending = send(message)
         if not isinstance(sending, types.CoroutineType):
             sending = _awaited(sending)
@@ -143,10 +144,14 @@ class SendingMiddleware:
             waiting_on = sending.send(None)
         except StopIteration:
             return
-        with anyio.move_on_after(self.timeout) as scope:
-            await _resumed(sending, waiting_on)
-        if scope.cancelled_caught:
-            raise ClientStalled
+        # asyncio's timeout, not anyio's scope: the send may have entered a cancel scope of its
+        # own in its first step (an anyio lock or limiter), which a scope entered now would
+        # cross; asyncio's timeout keeps no stack of scopes to cross.
+        try:
+            async with asyncio.timeout(self.timeout):
+                await _resumed(sending, waiting_on)
+        except TimeoutError:
+            raise ClientStalled from None
 
 
 async def _awaited(awaitable: Awaitable[None]) -> None:
