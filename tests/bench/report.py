@@ -156,12 +156,13 @@ def markdown(results: dict[str, Any]) -> str:
     if results.get("growth"):
         lines += [
             "Growth series (server CPU per append over each block of appends, the server "
-            "pinned; ratio to the first block; flat means the last ≤ 1.2):",
+            "pinned, the blocks sent in five parts with the sizes in turn; ratio to the first "
+            "block; seed s = seconds to seed the size; flat means the last ≤ 1.2):",
             "",
         ]
         lines += _table(
             ["backend", "series", "held before the block", "block", "CPU ms/append", "ratio"]
-            + ["p50 ms", "level s", "flat"],
+            + ["p50 ms", "seed s", "flat"],
             [
                 [
                     r["backend"],
