@@ -69,13 +69,13 @@ def _store(
         # Its document's columns: set_content, below.
         snapshot = AgentSnapshot(project_id=write.project_id, agent=agent)  # type: ignore[call-arg]
     set_content(snapshot, prepared.content)
-    return SnapshotRepository(write.session).add(snapshot)
+    return SnapshotRepository(write.sessions).add(snapshot)
 
 
 def store_snapshot(
     write: Write, agent: str, prepared: PreparedSnapshot, precondition: Precondition
 ) -> StoredSnapshot:
-    current = write.locked(SnapshotRepository(write.session), agent, precondition=precondition)
+    current = write.locked(SnapshotRepository(write.sessions), agent, precondition=precondition)
     snapshot = _store(write, current, agent, prepared)
     document = prepared.document
     receipt = SnapshotReceipt(
@@ -96,7 +96,7 @@ def get_snapshot(session: Session, tenant: str, project: str, agent: str) -> Dow
 
 
 def delete_snapshot(write: Write, agent: str, precondition: Precondition) -> None:
-    repository = SnapshotRepository(write.session)
+    repository = SnapshotRepository(write.sessions)
     snapshot = write.existing(
         repository, agent, missing=_not_found(agent), precondition=precondition
     )
@@ -199,7 +199,7 @@ def restore(
     """Cache first; otherwise rebuild from memory. Either way the result becomes the cache,
     as autobyteus 1.4.4 persists it after ``restore_agent``: at epoch 2, compacted now, and
     the cached messages written again through its ``Message``."""
-    current = write.locked(SnapshotRepository(write.session), agent, precondition=precondition)
+    current = write.locked(SnapshotRepository(write.sessions), agent, precondition=precondition)
     cached, problem = _cached(current, agent)
     if problem is None:
         messages = [snapshot_format.message_through_message(m) for m in cached["messages"]]

@@ -33,7 +33,7 @@ from app.archive.schemas import (
 )
 from app.core.body import decompress_body
 from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
-from app.core.db import Database, session_scope
+from app.core.db import Database, WriteSession, session_scope
 from app.core.documents import Download
 from app.core.errors import (
     Conflict,
@@ -346,7 +346,8 @@ class Importer:
             with self.session.begin_nested():
                 # The project's lock first, as every write takes it (in the savepoint: a
                 # member refused leaves no project behind).
-                self._write = begin_write(self.session, self.tenant, self.project)
+                sessions = WriteSession(self.session.connection(), self.session)
+                self._write = begin_write(sessions, self.tenant, self.project)
                 outcome = write(self)
                 after = stored.read(self.session) if stored is not None else None
                 if before is not None and after is not None and after.content == before.content:

@@ -319,11 +319,51 @@ class Database:
     def write_session(self) -> Session:
         return Session(self.writer, expire_on_commit=False)
 
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """The writer's connection in a transaction: committed when the block succeeds, rolled
+        back when it raises (or ended by the block). A project's writes
+        (``app/storage/route.py``), which make an ORM session over it only when they need one."""
+        with self.writer.connect() as connection, connection.begin():
+            yield connection
+
     def write_transaction(self) -> AbstractContextManager[Session]:
         """The writer's session: committed when the block succeeds, rolled back when it
-        raises. Every write's (``app/storage/route.py``), and on its own for the writes that
-        change no project's contents (an API key, a project's delete)."""
+        raises. For the writes that change no project's contents (an API key, a project's
+        delete); a project's writes run on ``write_connection``."""
         return session_scope(self.write_session())
+
+
+class WriteSession:
+    """The ORM session of a write, made on first use, over the write's connection and in its
+    transaction: an append that runs only prebuilt statements on the connection never makes
+    one (a session's begin, flush, commit and close cost a decision POST 67 µs of its 420 in
+    the write, SQLite, in process, 2026-11-26). The write commits the connection; the session
+    only flushes into it (``rollback_only``: it never commits the transaction it joined)."""
+
+    def __init__(self, connection: Connection, session: Session | None = None) -> None:
+        self.connection = connection
+        self._session = session
+        self._owned = session is None
+
+    def get(self) -> Session:
+        if self._session is None:
+            self._session = Session(
+                bind=self.connection,
+                expire_on_commit=False,
+                join_transaction_mode="rollback_only",
+            )
+        return self._session
+
+    def flush(self) -> None:
+        """What the session holds, written into the transaction before it commits."""
+        if self._session is not None:
+            self._session.flush()
+
+    def close(self) -> None:
+        """The session made here closed (the transaction is the connection's to end)."""
+        if self._owned and self._session is not None:
+            self._session.close()
 
 
 # Connections a pool may open beyond one per worker thread: a request's session is ended

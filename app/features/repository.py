@@ -60,14 +60,14 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
 
     def insert(self, handovers: list[dict[str, Any]]) -> None:
         """New notes, by their columns' values: a Core INSERT, no unit of work."""
-        INSERT_HANDOVERS.run_many(self.session.connection(), handovers)
+        INSERT_HANDOVERS.run_many(self.connection(), handovers)
 
     def delete_for(self, context_id: int) -> None:
         self.session.execute(delete(Handover).where(col(Handover.context_id) == context_id))
 
     def next_position(self, context_id: int) -> int:
         """Where a note appended to the context goes: one read of its index."""
-        ((position,),) = NEXT_POSITION.rows(self.session.connection(), {"context_id": context_id})
+        ((position,),) = NEXT_POSITION.rows(self.connection(), {"context_id": context_id})
         return int(position)
 
     def notes(self, context_id: int) -> list[bytes]:

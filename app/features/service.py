@@ -115,7 +115,7 @@ def delete(
         write.existing(repository, feature_id, missing=missing, precondition=precondition)
     )
     if file is CONTEXT:
-        WorkflowRepository(write.session).delete_for(write.project_id, feature_id)
+        WorkflowRepository(write.sessions).delete_for(write.project_id, feature_id)
 
 
 # context.json.
@@ -195,7 +195,7 @@ def _rewrite_head(
     ``head`` is redacted already. Returns the new ETag."""
     assert context.id is not None
     columns = changed_parts_columns(context, _split(head).head, appended)
-    FeatureRepository(write.session).store(context, columns | _read_columns(head))
+    FeatureRepository(write.sessions).store(context, columns | _read_columns(head))
     etag: str = columns["etag"]
     return etag
 
@@ -204,9 +204,9 @@ def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> 
     """Store a whole document in the context (new or not), its handover rows with it."""
     replacing = context.id is not None
     _set_context(context, prepared)
-    FeatureRepository(write.session).add(context)
+    FeatureRepository(write.sessions).add(context)
     assert context.id is not None
-    repository = HandoverRepository(write.session)
+    repository = HandoverRepository(write.sessions)
     if replacing:
         repository.delete_for(context.id)
     handovers = feature_context.handovers(prepared.document)
@@ -216,7 +216,7 @@ def _store(write: Write, context: FeatureContext, prepared: PreparedContext) -> 
 
 
 def _existing(write: Write, feature_id: str, precondition: Precondition) -> FeatureContext:
-    repository = FeatureRepository(write.session)
+    repository = FeatureRepository(write.sessions)
     return write.existing(
         repository, feature_id, missing=CONTEXT.not_found(feature_id), precondition=precondition
     )
@@ -313,7 +313,7 @@ def append_handover(
         _store(write, context, _prepared(document))
         return Appended(len(history) - 1, note, now, context.etag)
     assert context.id is not None
-    repository = HandoverRepository(write.session)
+    repository = HandoverRepository(write.sessions)
     index = repository.next_position(context.id)
     # Redacted where it stands in the document, so that each site's pointer is the same.
     redaction.for_storage({"handover_notes": {"history": {str(index): note}}})
@@ -409,7 +409,7 @@ def store_workflow(
     if not created and workflow.content == content:
         return workflow, False
     _set_file(workflow, content)
-    WorkflowRepository(write.session).add(workflow)
+    WorkflowRepository(write.sessions).add(workflow)
     return workflow, created
 
 

@@ -194,7 +194,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         if feature_id is not None:
             parameters["feature_id"] = feature_id
         statement = NEWEST_RANKABLE[feature_id is not None]
-        return list(map(RankableRow._make, statement.rows(self.session.connection(), parameters)))
+        return list(map(RankableRow._make, statement.rows(self.connection(), parameters)))
 
     def items(self, ids: Sequence[int]) -> list[MemoryItem]:
         return list(self.session.exec(select(MemoryItem).where(col(MemoryItem.id).in_(ids))))
@@ -211,7 +211,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         """What a new item needs to know, in one statement: whether its id is taken, the next
         position, the features completed so far, the file's style."""
         parameters = {"project_id": project_id, "kind": kind, "item_id": item_id}
-        connection = self.session.connection()
+        connection = self.connection()
         ((taken, highest, completed, style),) = NEW_ITEM_CONTEXT.rows(connection, parameters)
         return NewItemContext(
             id_taken=bool(taken),
@@ -223,7 +223,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
     def highest_id_number(self, project_id: int, kind: str) -> int | None:
         """The highest ``id_number`` of the kind's items: one read of its index."""
         parameters = {"project_id": project_id, "kind": kind}
-        found = HIGHEST_ID_NUMBER.first(self.session.connection(), parameters)
+        found = HIGHEST_ID_NUMBER.first(self.connection(), parameters)
         return None if found is None else int(found[0])
 
     def item_ids_numbered(self, project_id: int, kind: str, number: int) -> list[str]:

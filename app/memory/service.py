@@ -124,7 +124,7 @@ def store_summary(
     write: Write, prepared: PreparedSummary, precondition: Precondition
 ) -> SummaryReceipt:
     document, detected, counted = prepared.document, prepared.detected, prepared.counted
-    repository = SummaryRepository(write.session)
+    repository = SummaryRepository(write.sessions)
     row = write.locked(repository, precondition=precondition)
     style = detected or _file_style(row.style if row is not None else None)
     filled = []
@@ -256,7 +256,7 @@ def _locked_item(
     if not jsondoc.is_storable(item_id):
         raise _not_found(kind, item_id)
     return write.existing(
-        ItemRepository(write.session),
+        ItemRepository(write.sessions),
         kind.value,
         item_id,
         missing=_not_found(kind, item_id),
@@ -316,7 +316,7 @@ def create_item(write: Write, kind: ItemKind, raw: bytes) -> CreatedItem:
     Ids and positions are handed out one write at a time: the write holds the project's lock."""
     document = _require_object(jsondoc.load(raw, allow_nan=False))
     body_style = codec.detect_style(document) or Style.camel
-    repository = ItemRepository(write.session)
+    repository = ItemRepository(write.sessions)
     filled = []
     if "id" not in document:
         document = {"id": _next_id(repository, write.project_id, kind), **document}
@@ -362,12 +362,12 @@ def patch_item(
             errors=[FieldError("/id", "must stay " + json.dumps(item.item_id))],
         )
     _set_document(item, kind, document)
-    ItemRepository(write.session).add(item)
+    ItemRepository(write.sessions).add(item)
     return _public(item, _style_of(write.session, write.project_id, kind), now_ms()), item.etag
 
 
 def delete_item(write: Write, kind: ItemKind, item_id: str, precondition: Precondition) -> None:
-    ItemRepository(write.session).delete(_locked_item(write, kind, item_id, precondition))
+    ItemRepository(write.sessions).delete(_locked_item(write, kind, item_id, precondition))
 
 
 # List files.
@@ -407,8 +407,8 @@ def store_items_file(
     items no longer in the file are deleted, archived ones stay archived and untouched."""
     documents, detected = prepared.documents, prepared.detected
     pid = write.project_id
-    repository = ItemRepository(write.session)
-    styles = FileStyleRepository(write.session)
+    repository = ItemRepository(write.sessions)
+    styles = FileStyleRepository(write.sessions)
     style_row = styles.get(pid, kind.value)
     existing = {item.item_id: item for item in repository.all_of(pid, kind.value)}
     live = [item for item in existing.values() if item.archived_at is None]
@@ -441,7 +441,7 @@ def store_items_file(
 def maintain(write: Write) -> MaintenanceResult:
     """Seed 004's maintenance: archive, never delete."""
     pid = write.project_id
-    repository = ItemRepository(write.session)
+    repository = ItemRepository(write.sessions)
     completed = _features_completed(write.session, pid)
     now = utcnow()
     old_decisions = repository.stale(pid, "decision", completed - DECISIONS_KEPT_FOR_FEATURES)

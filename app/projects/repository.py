@@ -2,7 +2,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy
-from sqlalchemy import BindParameter, Insert, String, bindparam, exists, func, update
+from sqlalchemy import BindParameter, Connection, Insert, String, bindparam, exists, func, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, col, select
 
@@ -73,6 +73,38 @@ NEXT_SAVE_NUMBER = DriverStatement(
 )
 
 
+# A write that only takes away (a prune) finds its project first, locked (PostgreSQL) until
+# the write ends, so that it cannot be deleted meanwhile and then made again by the upsert.
+LOCKED_PROJECT_ID = DriverStatement(
+    sqlalchemy.select(_PROJECTS.c.id)
+    .where(_PROJECTS.c.tenant == bindparam("tenant"), _PROJECTS.c.name == bindparam("name"))
+    .with_for_update()
+)
+
+
+def locked_project_id(connection: Connection, tenant: str, name: str) -> int | None:
+    """The project's id, its row locked until the transaction ends (None: no such project)."""
+    found = LOCKED_PROJECT_ID.first(connection, {"tenant": tenant, "name": name})
+    return None if found is None else int(found[0])
+
+
+def touch_project(
+    connection: Connection,
+    tenant: str,
+    name: str,
+    now: datetime,
+    *,
+    confirming_key: str | None = None,
+) -> int | None:
+    """Create the project if it is new and record a write; returns its id. One statement, so
+    that two first writes racing each other both succeed. With ``confirming_key``, only while
+    that API key is active: None, and nothing written, once it is revoked."""
+    statement = TOUCH[connection.dialect.name, confirming_key is not None]
+    parameters = {"tenant": tenant, "name": name, "now": now, "key_id": confirming_key}
+    found = statement.first(connection, parameters)
+    return None if found is None else int(found[0])
+
+
 class ProjectRepository:
     """Every query is scoped by tenant here, so no caller can forget to."""
 
@@ -88,18 +120,6 @@ class ProjectRepository:
     def id_of(self, tenant: str, name: str) -> int | None:
         """The project's id (None: no such project of this tenant)."""
         found = PROJECT_ID.first(self.session.connection(), {"tenant": tenant, "name": name})
-        return None if found is None else int(found[0])
-
-    def touch(
-        self, tenant: str, name: str, now: datetime, *, confirming_key: str | None = None
-    ) -> int | None:
-        """Create the project if it is new and record a write; returns its id. One statement,
-        so that two first writes racing each other both succeed. With ``confirming_key``, only
-        while that API key is active: None, and nothing written, once it is revoked."""
-        connection = self.session.connection()
-        statement = TOUCH[connection.dialect.name, confirming_key is not None]
-        parameters = {"tenant": tenant, "name": name, "now": now, "key_id": confirming_key}
-        found = statement.first(connection, parameters)
         return None if found is None else int(found[0])
 
     def next_save_number(self, project_id: int) -> int:

@@ -98,7 +98,7 @@ def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
     columns = parted_columns(rendered.head, [part for _bead, part in rendered.entries])
     for name, value in (columns | _state_columns(rendered.state)).items():
         setattr(row, name, value)
-    row = RunRepository(write.session).add(row)
+    row = RunRepository(write.sessions).add(row)
     assert row.id is not None
     beads = BeadRepository(write.session, row.id)
     if replacing:
@@ -128,7 +128,7 @@ def _store_change(
             beads.insert([(bead_key(bead), bead.encode("utf-8"), part)])
         else:
             beads.replace(bead_key(bead), part)
-    RunRepository(write.session).store(row, columns | _state_columns(head_state))
+    RunRepository(write.sessions).store(row, columns | _state_columns(head_state))
     return row
 
 
@@ -184,7 +184,7 @@ def _not_found(run: str) -> NotFound:
 
 def _existing(write: Write, run: str, precondition: Precondition | None = None) -> RunState:
     return write.existing(
-        RunRepository(write.session), run, missing=_not_found(run), precondition=precondition
+        RunRepository(write.sessions), run, missing=_not_found(run), precondition=precondition
     )
 
 
@@ -205,7 +205,7 @@ def put_state(
     write: Write, run: str, prepared: PreparedState, precondition: Precondition
 ) -> tuple[StateReceipt, bool]:
     """Store a document as it is (version 1 or 2); True when the run is new."""
-    row = write.locked(RunRepository(write.session), run, precondition=precondition)
+    row = write.locked(RunRepository(write.sessions), run, precondition=precondition)
     created = row is None
     row = _store(write, row or _new_run(write, run), prepared.rendered)
     return StateReceipt(**summary(row).model_dump(), notices=_notices(prepared.notes)), created
@@ -241,7 +241,7 @@ def prepare_load(raw: bytes) -> PreparedLoad:
 def store_load(write: Write, run: str, prepared: PreparedLoad) -> LoadResult:
     """atari's own load of a file from disk (see ``atari_state.load``)."""
     loaded = prepared.loaded
-    row = write.locked(RunRepository(write.session), run) or _new_run(write, run)
+    row = write.locked(RunRepository(write.sessions), run) or _new_run(write, run)
     if prepared.backup is not None:
         _set_backup(row, prepared.backup)
     row = _store(write, row, prepared.rendered)
@@ -262,7 +262,7 @@ def store_backup(write: Write, run: str, backup: bytes) -> RunSummary:
     row = _existing(write, run)
     _set_backup(row, backup)
     row.updated_at = utcnow()
-    return summary(RunRepository(write.session).add(row))
+    return summary(RunRepository(write.sessions).add(row))
 
 
 def _read(session: Session, tenant: str, project: str, run: str) -> RunState:
@@ -322,7 +322,7 @@ def start_iteration(
     write: Write, run: str, start: IterationStart, precondition: Precondition
 ) -> IterationResult:
     """atari's IterationStartEvent. A run without state starts from a fresh one, as atari does."""
-    row = write.locked(RunRepository(write.session), run, precondition=precondition)
+    row = write.locked(RunRepository(write.sessions), run, precondition=precondition)
     now = utcnow()
     if row is None:
         row, loaded = _new_run(write, run), Loaded(atari_state.fresh(now), parted=False)
@@ -365,7 +365,7 @@ def end_iteration(
     if end.session_id is not None:
         entry["last_session_id"] = end.session_id
     assert row.id is not None
-    counted = end.session_id is None or RunRepository(write.session).count_session(
+    counted = end.session_id is None or RunRepository(write.sessions).count_session(
         row.id, end.session_id
     )
     if counted:
@@ -393,4 +393,4 @@ def patch_state(
 
 
 def delete_run(write: Write, run: str, precondition: Precondition) -> None:
-    RunRepository(write.session).delete(_existing(write, run, precondition))
+    RunRepository(write.sessions).delete(_existing(write, run, precondition))

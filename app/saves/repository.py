@@ -41,7 +41,7 @@ class SaveRepository(ProjectScopedRepository[Save]):
         # Keyed as stored: names that differ only in unstorable characters become one row.
         rows = {searchable(phase): status for phase, status in phase_statuses.items()}
         INSERT_PHASE_STATUSES.run_many(
-            self.session.connection(),
+            self.connection(),
             [
                 {"save_id": save_id, "phase": phase, "status": status}
                 for phase, status in rows.items()

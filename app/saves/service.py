@@ -96,7 +96,7 @@ class Stored:
 
 
 def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Stored:
-    repository = SaveRepository(write.session)
+    repository = SaveRepository(write.sessions)
     summary = prepared.summary
     number = ProjectRepository(write.session).next_save_number(write.project_id)
     save_id = repository.create(
@@ -133,7 +133,7 @@ def stored_copy(write: Write, prepared: PreparedSave) -> int | None:
     """The number of a save of the project stored under the same name with the same file, as
     this one would be stored (after redaction, so a file holding a secret matches its stored
     copy): importing it again would add nothing."""
-    return SaveRepository(write.session).find_file(
+    return SaveRepository(write.sessions).find_file(
         write.project_id, prepared.filename, prepared.file["etag"]
     )
 
@@ -188,7 +188,7 @@ class Resumed:
 
 def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
     """Seed 000's resume process: check the version, count the resume, name the phase."""
-    repository = SaveRepository(write.session)
+    repository = SaveRepository(write.sessions)
     save = write.existing(repository, number, missing=_not_found(number), precondition=precondition)
     document = jsondoc.load(_file_bytes(save))
     if document.get("version") != mdan_save.VERSION:
@@ -209,7 +209,7 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
 
 
 def delete_save(write: Write, number: int, precondition: Precondition) -> None:
-    repository = SaveRepository(write.session)
+    repository = SaveRepository(write.sessions)
     repository.delete(
         write.existing(repository, number, missing=_not_found(number), precondition=precondition)
     )
@@ -218,12 +218,12 @@ def delete_save(write: Write, number: int, precondition: Precondition) -> None:
 def _delete_before(write: Write, position: Position | None) -> int:
     """Retention, automatic or asked for: the project's saves before ``position`` go (all of
     them for None). The write holds the project's lock, as every write takes it first."""
-    return SaveRepository(write.session).delete_before(write.project_id, position)
+    return SaveRepository(write.sessions).delete_before(write.project_id, position)
 
 
 def prune(write: Write, keep_latest: int) -> int:
     """Keep the ``keep_latest`` newest saves: those before the oldest of them go."""
     if keep_latest == 0:
         return _delete_before(write, None)
-    oldest_kept = SaveRepository(write.session).position_of_newest(write.project_id, keep_latest)
+    oldest_kept = SaveRepository(write.sessions).position_of_newest(write.project_id, keep_latest)
     return 0 if oldest_kept is None else _delete_before(write, oldest_kept)

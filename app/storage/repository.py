@@ -4,13 +4,13 @@ added, deleted. Each statement is built once per table, its values bound at each
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from sqlalchemy import bindparam, update
+from sqlalchemy import Connection, bindparam, update
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.core.db import DriverStatement, insert_bound, table_of
+from app.core.db import DriverStatement, WriteSession, insert_bound, table_of
 
 RowT = TypeVar("RowT", bound=SQLModel)
 
@@ -37,8 +37,20 @@ class ProjectScopedRepository(Generic[RowT]):
         cls._inserts = {}
         cls._updates = {}
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, session: Session | WriteSession) -> None:
+        self._source = session
+
+    @property
+    def session(self) -> Session:
+        """The ORM session: a read's, or a write's (made on its first use)."""
+        source = self._source
+        return source.get() if isinstance(source, WriteSession) else source
+
+    def connection(self) -> Connection:
+        """The connection of the session's transaction, for prebuilt statements (a write's
+        own, without making its ORM session)."""
+        source = self._source
+        return source.connection if isinstance(source, WriteSession) else source.connection()
 
     def get(self, project_id: int, *key: Any, for_update: bool = False) -> RowT | None:
         """The row, locked until commit when ``for_update`` (SQLite: the writer holds the
@@ -58,7 +70,7 @@ class ProjectScopedRepository(Generic[RowT]):
         ``columns`` are all the row has: only the database's own defaults fill in the rest,
         never the model's."""
         statement = _prebuilt(self._inserts, self._insert_of, columns)
-        ((row_id,),) = statement.rows(self.session.connection(), columns)
+        ((row_id,),) = statement.rows(self.connection(), columns)
         return int(row_id)
 
     def store(self, row: RowT, columns: Mapping[str, Any]) -> None:
@@ -69,7 +81,7 @@ class ProjectScopedRepository(Generic[RowT]):
         raises, rather than a change silently lost."""
         statement = _prebuilt(self._updates, self._update_of, columns)
         row_id = row.id  # type: ignore[attr-defined]  # every project-scoped table has its id
-        if not statement.rows(self.session.connection(), {"row_id": row_id, **columns}):
+        if not statement.rows(self.connection(), {"row_id": row_id, **columns}):
             raise StaleDataError(f"{self.model.__name__} {row_id} was not there to update")
         for name, value in columns.items():
             set_committed_value(row, name, value)

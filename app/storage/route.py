@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request, Response
 
-from app.core.db import Database
+from app.core.db import Database, WriteSession
 from app.core.deps import Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -33,15 +33,22 @@ class Writes:
         """Lock the project, replay the key's first response or claim the key, apply the
         change, remember its response under the key, commit. Without ``create``, a project
         that does not exist is a 404 (``begin_write``)."""
-        with self.database.write_transaction() as session:
-            write = begin_write(session, self.tenant, project, create=create)
-            if self.idempotency is None:
-                return change(write)
-            replayed = self.idempotency.claim(session)
-            if replayed is not None:
-                session.rollback()  # the project's touch: a replay changes nothing
-                return replayed
-            return self.idempotency.record(session, change(write))
+        with self.database.write_connection() as connection:
+            sessions = WriteSession(connection)
+            try:
+                write = begin_write(sessions, self.tenant, project, create=create)
+                if self.idempotency is None:
+                    response = change(write)
+                else:
+                    replayed = self.idempotency.claim(write.session)
+                    if replayed is not None:
+                        connection.rollback()  # the project's touch: a replay changes nothing
+                        return replayed
+                    response = self.idempotency.record(write.session, change(write))
+                sessions.flush()
+                return response
+            finally:
+                sessions.close()
 
     def delete(self, project: str, remove: Callable[[Write], None]) -> Response:
         """Run a change that answers nothing (a delete): 204 once it has committed."""

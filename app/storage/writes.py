@@ -12,27 +12,34 @@ project it would have created included.
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import Connection
 from sqlmodel import Session
 
 from app.core.conditional import Precondition
-from app.core.db import utcnow
+from app.core.db import WriteSession, utcnow
 from app.core.deps import take_key_confirmation
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
-from app.projects.repository import ProjectRepository
+from app.projects.repository import locked_project_id, touch_project
 from app.projects.service import project_not_found
 from app.storage.repository import ProjectScopedRepository, RowT
 
 
 @dataclass(frozen=True)
 class Write:
-    """A write in progress: its session, and the project it changes, whose row it holds locked
+    """A write in progress: its connection (in the write's transaction), the ORM session over
+    it (``session``, made on first use), and the project it changes, whose row it holds locked
     until commit."""
 
-    session: Session
+    connection: Connection
+    sessions: WriteSession
     tenant: str
     project: str
     project_id: int
+
+    @property
+    def session(self) -> Session:
+        return self.sessions.get()
 
     def locked(
         self,
@@ -69,19 +76,19 @@ def _check(precondition: Precondition | None, row: object) -> None:
     precondition(None if document is None else document.etag)
 
 
-def begin_write(session: Session, tenant: str, project: str, *, create: bool = True) -> Write:
+def begin_write(sessions: WriteSession, tenant: str, project: str, *, create: bool = True) -> Write:
     """Lock the project's row (creating the project on its first write) and begin the write.
     Without ``create``, a project that does not exist is a 404 and stays so (a change that
     only takes away: a prune)."""
-    repository = ProjectRepository(session)
-    if not create and repository.get(tenant, project, for_update=True) is None:
+    connection = sessions.connection
+    if not create and locked_project_id(connection, tenant, project) is None:
         raise project_not_found(project)
     # The request's key, when still to be confirmed active, in the same statement.
     key = take_key_confirmation()
-    project_id = repository.touch(
-        tenant, project, utcnow(), confirming_key=None if key is None else key.key_id
+    project_id = touch_project(
+        connection, tenant, project, utcnow(), confirming_key=None if key is None else key.key_id
     )
     if project_id is None:
         assert key is not None, "only a revoked key leaves the project untouched"
         raise key.refused()
-    return Write(session=session, tenant=tenant, project=project, project_id=project_id)
+    return Write(connection, sessions, tenant=tenant, project=project, project_id=project_id)

@@ -6,7 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session
 
 from app.core.migrations import upgrade
 from app.main import create_app
@@ -16,13 +15,16 @@ from tests.platform.servers import create_key_in
 
 
 def test_a_commit_that_fails_is_the_response(app, client, project, monkeypatch):
-    """Were the commit after the response, the client would see 201 for nothing stored."""
+    """Were the commit after the response, the client would see 201 for nothing stored. The
+    driver's commit fails (the dialect's ``do_commit``, which every commit reaches, whether an
+    ORM session's or a write's connection's)."""
     import_save(client, project, seed_save())
 
-    def failing_commit(self: Session) -> None:
+    def failing_commit(_dialect: object, _dbapi_connection: object) -> None:
         raise OperationalError("COMMIT", {}, Exception("database is locked"))
 
-    monkeypatch.setattr(Session, "commit", failing_commit)
+    dialect = type(app.state.database.writer.dialect)
+    monkeypatch.setattr(dialect, "do_commit", failing_commit)
     assert_problem(import_save(client, project, seed_save()), 503)
     monkeypatch.undo()
     assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
