@@ -81,10 +81,17 @@ def begin_write(sessions: WriteSession, tenant: str, project: str, *, create: bo
     Without ``create``, a project that does not exist is a 404 and stays so (a change that
     only takes away: a prune)."""
     connection = sessions.connection
-    if not create and locked_project_id(connection, tenant, project) is None:
-        raise project_not_found(project)
-    # The request's key, when still to be confirmed active, in the same statement.
+    # The request's key, when still to be confirmed active: in the upsert's own statement.
     key = take_key_confirmation()
+    if not create:
+        # Confirmed before the project is looked for: a revoked key is a 401, never told
+        # whether a project exists.
+        if key is not None:
+            if not key.key_is_active(connection, key.key_id):
+                raise key.refused()
+            key = None
+        if locked_project_id(connection, tenant, project) is None:
+            raise project_not_found(project)
     project_id = touch_project(
         connection, tenant, project, utcnow(), confirming_key=None if key is None else key.key_id
     )

@@ -283,6 +283,18 @@ def test_a_known_key_revoked_elsewhere_is_refused_on_every_route(app: FastAPI, c
     assert [key["revoked_at"] for key in listed if key["id"] == world.key_id] == [None]
 
 
+def test_a_known_key_revoked_elsewhere_is_not_told_whether_a_project_exists(app: FastAPI, tenant):
+    """A prune (a write that never creates its project) by a revoked key: 401 for a project
+    that does not exist, as for one that does, not the 404 that would say which (from a
+    review: the project was looked for before the key was confirmed)."""
+    key = create_key(app, tenant)
+    known = client_for(app, key)
+    assert known.get("/v1/projects").status_code == 200  # now the server knows the key
+    _revoke_in_the_database(app, key)
+    missing = f"/v1/projects/missing-{secrets.token_hex(3)}/saves:prune"
+    assert_problem(known.post(missing, json={"keep_latest": 1}), 401)
+
+
 def test_a_known_key_revoked_elsewhere_creates_no_project(app: FastAPI, client, tenant):
     """A write confirms its remembered key in the statement that creates or touches the
     project: revoked, the write is a 401 that leaves no project behind, nor a touched one."""
