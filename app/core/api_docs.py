@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from starlette.routing import BaseRoute
 
 from app.core.deps import KEY_SCHEMES
+from app.core.logs import REQUEST_ID_HEADER, SANE_REQUEST_ID
 from app.core.problem_docs import add_problem_responses
 
 JSON = "application/json"
@@ -110,11 +111,37 @@ def document_api(
         if "tags" not in spec:  # once: FastAPI caches it
             document_key_schemes(spec, app.routes)
             add_problem_responses(spec)
+            document_request_id(spec)
             document_operations(spec, domains, path_examples)
         return spec
 
     # FastAPI's documented way to extend the document (its docs assign app.openapi too).
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def document_request_id(spec: dict[str, Any]) -> None:
+    """``X-Request-ID`` on every response (``app/core/logs.py`` sets it): described once among
+    the components, named by each response (the problem responses' components included; a
+    response that is a ``$ref`` carries its component's)."""
+    components = spec.setdefault("components", {})
+    components.setdefault("headers", {})[REQUEST_ID_HEADER] = {
+        "description": (
+            "The request's id: the client's own `X-Request-ID` when it is a plain token (1-128 "
+            "letters, digits and `._:-`), else a new one. The server's log line for the request "
+            "carries it (`request_id`)."
+        ),
+        "schema": {"type": "string", "pattern": f"^{SANE_REQUEST_ID.pattern}$"},
+    }
+    named = {"$ref": f"#/components/headers/{REQUEST_ID_HEADER}"}
+    responses = [
+        response
+        for operations in spec.get("paths", {}).values()
+        for operation in operations.values()
+        for response in operation.get("responses", {}).values()
+    ]
+    for response in [*responses, *components.get("responses", {}).values()]:
+        if "$ref" not in response:
+            response.setdefault("headers", {})[REQUEST_ID_HEADER] = named
 
 
 def document_key_schemes(spec: dict[str, Any], routes: list[BaseRoute]) -> None:

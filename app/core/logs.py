@@ -30,7 +30,7 @@ from app.redaction import redact_value
 REQUEST_ID_HEADER = "X-Request-ID"
 # Letters, digits and a few separators, as UUIDs, ULIDs and trace ids are: nothing that could
 # forge a log line or smuggle a header.
-_SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
 
@@ -111,7 +111,7 @@ def _request_id_from(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id":
             candidate: str = value.decode("latin-1")
-            if _SANE_REQUEST_ID.fullmatch(candidate):
+            if SANE_REQUEST_ID.fullmatch(candidate):
                 return candidate
             break
     return uuid.uuid4().hex

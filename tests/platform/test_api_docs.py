@@ -157,3 +157,24 @@ class _Unfilled(dict[str, str]):
 
     def __missing__(self, name: str) -> str:
         return "{" + name + "}"
+
+
+def test_every_response_names_the_request_id_it_carries(app: FastAPI, client):
+    """Each response in the document names X-Request-ID (directly or through the component it
+    refers to), and the header described is the one a response carries."""
+    spec = app.openapi()
+    components = spec["components"]
+    header = components["headers"]["X-Request-ID"]
+    named = {"$ref": "#/components/headers/X-Request-ID"}
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            for status, response in operation["responses"].items():
+                if "$ref" in response:
+                    response = components["responses"][response["$ref"].rsplit("/", 1)[1]]
+                assert response["headers"]["X-Request-ID"] == named, (method, path, status)
+    pattern = re.compile(header["schema"]["pattern"])
+    sent = client.get("/v1/projects", headers={"X-Request-ID": "trace:42"})
+    assert sent.headers["x-request-id"] == "trace:42"
+    made = client.get("/v1/projects", headers={"X-Request-ID": "not a token"})
+    assert pattern.fullmatch(made.headers["x-request-id"])
+    assert made.headers["x-request-id"] != "not a token"
