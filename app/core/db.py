@@ -344,7 +344,6 @@ class WriteSession:
     def __init__(self, connection: Connection, session: Session | None = None) -> None:
         self.connection = connection
         self._session = session
-        self._owned = session is None
 
     def get(self) -> Session:
         if self._session is None:
@@ -361,8 +360,10 @@ class WriteSession:
             self._session.flush()
 
     def close(self) -> None:
-        """The session made here closed (the transaction is the connection's to end)."""
-        if self._owned and self._session is not None:
+        """The session closed, if one was made (the transaction is the connection's to end).
+        For the write's runner (``app/storage/route.py``); a session given here (the archive
+        import's own) is its owner's to close."""
+        if self._session is not None:
             self._session.close()
 
 

@@ -151,6 +151,12 @@ class KeyToConfirm:
         self.cache.forget(self.key_hash)
         return RevokedKey(UNKNOWN_KEY)
 
+    def confirm(self, connection: Connection) -> None:
+        """Look the key up in ``connection``'s transaction: ``refused()`` when revoked."""
+        if not self.key_is_active(connection, self.key_id):
+            raise self.refused()
+        self.confirmed = True
+
 
 # Set while serving a request whose key came from the cache. A context variable rather than
 # an argument: it reaches every session the request opens, in whichever of its threads, also
@@ -164,11 +170,8 @@ def _confirm_key(_session: Session, _transaction: object, connection: Connection
     """Before the request's first statement, in its own transaction and thread: one indexed
     look-up, rather than a thread, a connection and a transaction for authentication alone."""
     pending = _key_to_confirm.get()
-    if pending is None or pending.confirmed:
-        return
-    if not pending.key_is_active(connection, pending.key_id):
-        raise pending.refused()
-    pending.confirmed = True
+    if pending is not None and not pending.confirmed:
+        pending.confirm(connection)
 
 
 def take_key_confirmation() -> KeyToConfirm | None:

@@ -77,10 +77,9 @@ class SendingMiddleware:
         # For a client that does not take gzip, a response the gzip layer would have compressed
         # for one that does is held until its first body shows whether it was long enough: then
         # it says it varies by Accept-Encoding, as the gzip layer says of those it compresses.
-        held: Message | None = None
+        held: tuple[Message, MutableHeaders] | None = None
 
-        async def start(message: Message, *, varies: bool) -> None:
-            headers = MutableHeaders(scope=message)
+        async def start(message: Message, headers: MutableHeaders, *, varies: bool) -> None:
             encoding.finish_coded_headers(headers, varies=varies)
             redactions.add_header(headers)
             await self._send(send, message)
@@ -89,20 +88,19 @@ class SendingMiddleware:
             nonlocal held
             kind = message["type"]
             if kind == "http.response.start":
-                if not wants_gzip and encoding.could_be_compressed(
-                    MutableHeaders(scope=message), message["status"]
-                ):
-                    held = message
+                headers = MutableHeaders(scope=message)
+                if not wants_gzip and encoding.could_be_compressed(headers, message["status"]):
+                    held = message, headers
                 else:
-                    await start(message, varies=False)
+                    await start(message, headers, varies=False)
                 return
             if held is not None:
-                held_start, held = held, None
+                (held_start, held_headers), held = held, None
                 long_enough = kind == "http.response.body" and (
                     message.get("more_body", False)
                     or len(message.get("body", b"")) >= self.gzip_minimum_bytes
                 )
-                await start(held_start, varies=long_enough)
+                await start(held_start, held_headers, varies=long_enough)
             if kind == "http.response.body":
                 await self._send_body(send, message)
             else:

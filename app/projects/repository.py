@@ -58,11 +58,13 @@ TOUCH = {
 _PROJECTS = table_of(Project)
 # Every read of a project's contents looks its id up first: built once, on the driver (through
 # the ORM, the object loaded and its statement built per call, it cost 0.36 ms more a read).
-PROJECT_ID = DriverStatement(
-    sqlalchemy.select(_PROJECTS.c.id).where(
-        _PROJECTS.c.tenant == bindparam("tenant"), _PROJECTS.c.name == bindparam("name")
-    )
+_SELECT_PROJECT_ID = sqlalchemy.select(_PROJECTS.c.id).where(
+    _PROJECTS.c.tenant == bindparam("tenant"), _PROJECTS.c.name == bindparam("name")
 )
+PROJECT_ID = DriverStatement(_SELECT_PROJECT_ID)
+# A write that only takes away (a prune) finds its project first, locked (PostgreSQL) until
+# the write ends, so that it cannot be deleted meanwhile and then made again by the upsert.
+LOCKED_PROJECT_ID = DriverStatement(_SELECT_PROJECT_ID.with_for_update())
 # Run by every save import, on the driver too (the ORM's UPDATE around it, which synchronises
 # the session's objects with what it changed, cost 0.8 ms of an import's CPU).
 NEXT_SAVE_NUMBER = DriverStatement(
@@ -73,18 +75,13 @@ NEXT_SAVE_NUMBER = DriverStatement(
 )
 
 
-# A write that only takes away (a prune) finds its project first, locked (PostgreSQL) until
-# the write ends, so that it cannot be deleted meanwhile and then made again by the upsert.
-LOCKED_PROJECT_ID = DriverStatement(
-    sqlalchemy.select(_PROJECTS.c.id)
-    .where(_PROJECTS.c.tenant == bindparam("tenant"), _PROJECTS.c.name == bindparam("name"))
-    .with_for_update()
-)
-
-
-def locked_project_id(connection: Connection, tenant: str, name: str) -> int | None:
-    """The project's id, its row locked until the transaction ends (None: no such project)."""
-    found = LOCKED_PROJECT_ID.first(connection, {"tenant": tenant, "name": name})
+def project_id(
+    connection: Connection, tenant: str, name: str, *, locked: bool = False
+) -> int | None:
+    """The project's id (None: no such project of this tenant); with ``locked``, its row
+    locked until the transaction ends."""
+    statement = LOCKED_PROJECT_ID if locked else PROJECT_ID
+    found = statement.first(connection, {"tenant": tenant, "name": name})
     return None if found is None else int(found[0])
 
 
@@ -119,8 +116,7 @@ class ProjectRepository:
 
     def id_of(self, tenant: str, name: str) -> int | None:
         """The project's id (None: no such project of this tenant)."""
-        found = PROJECT_ID.first(self.session.connection(), {"tenant": tenant, "name": name})
-        return None if found is None else int(found[0])
+        return project_id(self.session.connection(), tenant, name)
 
     def next_save_number(self, project_id: int) -> int:
         """Counts a new save in the project and returns its number. One statement that reads

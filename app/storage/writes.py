@@ -12,7 +12,6 @@ project it would have created included.
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection
 from sqlmodel import Session
 
 from app.core.conditional import Precondition
@@ -20,18 +19,17 @@ from app.core.db import WriteSession, utcnow
 from app.core.deps import take_key_confirmation
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
-from app.projects.repository import locked_project_id, touch_project
+from app.projects.repository import project_id, touch_project
 from app.projects.service import project_not_found
 from app.storage.repository import ProjectScopedRepository, RowT
 
 
 @dataclass(frozen=True)
 class Write:
-    """A write in progress: its connection (in the write's transaction), the ORM session over
-    it (``session``, made on first use), and the project it changes, whose row it holds locked
-    until commit."""
+    """A write in progress: its transaction (``sessions``: the connection, and the ORM session
+    over it, ``session``, made on first use), and the project it changes, whose row it holds
+    locked until commit."""
 
-    connection: Connection
     sessions: WriteSession
     tenant: str
     project: str
@@ -87,15 +85,14 @@ def begin_write(sessions: WriteSession, tenant: str, project: str, *, create: bo
         # Confirmed before the project is looked for: a revoked key is a 401, never told
         # whether a project exists.
         if key is not None:
-            if not key.key_is_active(connection, key.key_id):
-                raise key.refused()
+            key.confirm(connection)
             key = None
-        if locked_project_id(connection, tenant, project) is None:
+        if project_id(connection, tenant, project, locked=True) is None:
             raise project_not_found(project)
-    project_id = touch_project(
+    touched = touch_project(
         connection, tenant, project, utcnow(), confirming_key=None if key is None else key.key_id
     )
-    if project_id is None:
+    if touched is None:
         assert key is not None, "only a revoked key leaves the project untouched"
         raise key.refused()
-    return Write(connection, sessions, tenant=tenant, project=project, project_id=project_id)
+    return Write(sessions, tenant=tenant, project=project, project_id=touched)

@@ -5,7 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
 
 from app.core.migrations import upgrade
 from app.main import create_app
@@ -28,6 +30,30 @@ def test_a_commit_that_fails_is_the_response(app, client, project, monkeypatch):
     assert_problem(import_save(client, project, seed_save()), 503)
     monkeypatch.undo()
     assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
+
+
+def test_a_memory_items_append_makes_no_orm_session(client, project):
+    """A decision's append runs its statements on the write's connection: no ORM session
+    begins (the write's session is made on first use only). A handover loads its feature
+    through the ORM: its session begins, which shows the listener sees a write's session."""
+    client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
+    decision = {"id": "dec-001", "decision": "keep going", "timestamp": 1}
+    handover = {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": "m"}
+    begun: list[Session] = []
+
+    def record(session: Session, _transaction: object, _connection: object) -> None:
+        begun.append(session)
+
+    event.listen(Session, "after_begin", record)
+    try:
+        created = client.post(f"/v1/projects/{project}/memory/decisions", json=decision)
+        appended = len(begun)
+        handed = client.post(f"/v1/projects/{project}/features/f1/handovers", json=handover)
+    finally:
+        event.remove(Session, "after_begin", record)
+    assert (created.status_code, handed.status_code) == (201, 201)
+    assert appended == 0
+    assert len(begun) > appended
 
 
 def _clients(app, tenant: str, count: int):
