@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -34,6 +34,7 @@ from sqlalchemy import (
     create_engine,
     event,
     insert,
+    inspect,
     text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -57,6 +58,9 @@ NAMING_CONVENTION = {
 }
 SQLModel.metadata.naming_convention = NAMING_CONVENTION
 metadata: MetaData = SQLModel.metadata
+
+# A table's row, as a repository or a write's session gives it.
+RowT = TypeVar("RowT", bound=SQLModel)
 
 # A 64-bit surrogate key; SQLite only auto-increments a column declared INTEGER.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
@@ -228,6 +232,7 @@ class DriverStatement:
                 cursor.execute(compiled.sql, values)
                 if cursor.description is not None:
                     fetched = cursor.fetchall()
+                    compiled.describe(cursor.description)
         except BaseException as exc:
             # SQLAlchemy's own handling, as its execute has it (private, but the one path that
             # does all of it): the driver's error wrapped as SQLAlchemy's (which the error
@@ -260,12 +265,24 @@ class _CompiledStatement:
             for name, bind in self._compiled.binds.items()
             if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
         }
+        self._dialect = dialect
         # A SELECT's columns, or an INSERT's RETURNING (none without one).
+        self._columns = list(getattr(statement, "exported_columns", ()))  # none in a TextClause
+        # Their result processors, known at the first rows fetched: a type's may depend on the
+        # driver's type of the column (PostgreSQL's float8 or numeric for a Float).
+        self._results: list[Any] | None = None
+        self._described = not self._columns
+
+    def describe(self, description: Sequence[Any]) -> None:
+        """The result processors, from the driver's description of the first rows fetched."""
+        if self._described:
+            return
         processors = [
-            column.type.dialect_impl(dialect).result_processor(dialect, None)
-            for column in getattr(statement, "exported_columns", ())  # none in a TextClause
+            column.type.dialect_impl(self._dialect).result_processor(self._dialect, described[1])
+            for column, described in zip(self._columns, description, strict=True)
         ]
         self._results = processors if any(processors) else None
+        self._described = True
 
     def values(self, parameters: Mapping[str, Any]) -> Any:
         values = self._compiled.construct_params(parameters)
@@ -339,11 +356,22 @@ class WriteSession:
     transaction: an append that runs only prebuilt statements on the connection never makes
     one (a session's begin, flush, commit and close cost a decision POST 67 µs of its 420 in
     the write, SQLite, in process, 2026-11-26). The write commits the connection; the session
-    only flushes into it (``rollback_only``: it never commits the transaction it joined)."""
+    only flushes into it (``rollback_only``: it never commits the transaction it joined).
+
+    Rows a write reads before it has a session are read on the connection and kept here
+    (``loaded``), detached, as the session would have loaded them; a session made later holds
+    them as its own, and a change made to one by attribute is written at ``flush`` as the
+    session's would be, the session then made for it."""
 
     def __init__(self, connection: Connection, session: Session | None = None) -> None:
         self.connection = connection
         self._session = session
+        # By identity, as a session's identity map holds them.
+        self._loaded: dict[Any, SQLModel] = {}
+
+    @property
+    def made(self) -> bool:
+        return self._session is not None
 
     def get(self) -> Session:
         if self._session is None:
@@ -352,10 +380,27 @@ class WriteSession:
                 expire_on_commit=False,
                 join_transaction_mode="rollback_only",
             )
+            for row in self._loaded.values():
+                self._session.add(row)
         return self._session
 
+    def loaded(self, row: RowT) -> RowT:
+        """A row read on the connection while there is no session (``made`` false), detached
+        with its identity: the session, once made, holds it. A row read again is the instance
+        read first, with any change made to it since, as a session's identity map gives it."""
+        assert self._session is None, "with a session, rows are the session's to load"
+        identity = inspect(row).key
+        kept = self._loaded.get(identity)
+        if isinstance(kept, type(row)):  # an identity names its model
+            return kept
+        self._loaded[identity] = row
+        return row
+
     def flush(self) -> None:
-        """What the session holds, written into the transaction before it commits."""
+        """What the session holds, written into the transaction before it commits; a loaded
+        row changed by attribute, with no session yet, is written through one made for it."""
+        if self._session is None and any(inspect(row).modified for row in self._loaded.values()):
+            self.get()
         if self._session is not None:
             self._session.flush()
 
@@ -365,6 +410,17 @@ class WriteSession:
         import's own) is its owner's to close."""
         if self._session is not None:
             self._session.close()
+
+
+def session_of(source: Session | WriteSession) -> Session:
+    """A read's session, or a write's (made on its first use)."""
+    return source.get() if isinstance(source, WriteSession) else source
+
+
+def connection_of(source: Session | WriteSession) -> Connection:
+    """The connection of a read's session's transaction, or a write's own (without making its
+    session): for prebuilt statements."""
+    return source.connection if isinstance(source, WriteSession) else source.connection()
 
 
 # Connections a pool may open beyond one per worker thread: a request's session is ended

@@ -91,7 +91,7 @@ def _locked_or_new(
 ) -> tuple[FileRow, bool]:
     """The feature's row of ``file``, locked, the precondition checked against it; a new row
     (and True) when the feature has none."""
-    row = write.locked(file.repository(write.session), feature_id, precondition=precondition)
+    row = write.locked(file.repository(write.sessions), feature_id, precondition=precondition)
     if row is None:
         # The file's columns: _set_file, once the caller has the content.
         new = file.model(project_id=write.project_id, feature_id=feature_id)  # type: ignore[call-arg]
@@ -109,7 +109,7 @@ def delete(
 ) -> None:
     """Delete the feature's file. Its context is the feature: its handovers go with it (ON
     DELETE CASCADE), and so does its workflow.json."""
-    repository = file.repository(write.session)
+    repository = file.repository(write.sessions)
     missing = file.not_found(feature_id)
     repository.delete(
         write.existing(repository, feature_id, missing=missing, precondition=precondition)

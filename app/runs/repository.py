@@ -1,7 +1,15 @@
 from sqlalchemy import bindparam, delete, update
 from sqlmodel import Session, col, select
 
-from app.core.db import DriverStatement, conflict_insert, insert_bound, table_of
+from app.core.db import (
+    DriverStatement,
+    WriteSession,
+    conflict_insert,
+    connection_of,
+    insert_bound,
+    session_of,
+    table_of,
+)
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunBead, RunCountedSession, RunState
 from app.storage.repository import ProjectScopedRepository
@@ -49,18 +57,19 @@ class BeadRepository:
     """A run's history entries, each as it stands in its ``state.json`` (``RunBead``): rows
     of a run's row, which its write holds locked."""
 
-    def __init__(self, session: Session, run_state_id: int) -> None:
-        self.session = session
+    def __init__(self, session: Session | WriteSession, run_state_id: int) -> None:
+        self._source = session
         self.run_state_id = run_state_id
 
     def part(self, key: str) -> bytes | None:
         parameters = {"state_id": self.run_state_id, "key": key}
-        found = BEAD_PART.first(self.session.connection(), parameters)
+        found = BEAD_PART.first(connection_of(self._source), parameters)
         return None if found is None else bytes(found[0])
 
     def parts(self) -> list[bytes]:
         """Every entry, in the order Go writes the map: by the bytes of the bead id."""
-        return list(self.session.execute(PARTS, {"state_id": self.run_state_id}).scalars())
+        found = session_of(self._source).execute(PARTS, {"state_id": self.run_state_id})
+        return list(found.scalars())
 
     def insert(self, entries: list[tuple[str, bytes, bytes]]) -> None:
         """New entries, by ``(key, bead id's UTF-8, part)``."""
@@ -69,11 +78,12 @@ class BeadRepository:
                 {"run_state_id": self.run_state_id, "bead_key": key, "bead": bead, "part": part}
                 for key, bead, part in entries
             ]
-            INSERT_BEADS.run_many(self.session.connection(), rows)
+            INSERT_BEADS.run_many(connection_of(self._source), rows)
 
     def replace(self, key: str, part: bytes) -> None:
         parameters = {"state_id": self.run_state_id, "key": key, "new_part": part}
-        REPLACE_PART.rows(self.session.connection(), parameters)
+        REPLACE_PART.rows(connection_of(self._source), parameters)
 
     def delete_all(self) -> None:
-        self.session.execute(delete(RunBead).where(col(RunBead.run_state_id) == self.run_state_id))
+        statement = delete(RunBead).where(col(RunBead.run_state_id) == self.run_state_id)
+        session_of(self._source).execute(statement)

@@ -100,7 +100,7 @@ def _store(write: Write, row: RunState, rendered: RenderedState) -> RunState:
         setattr(row, name, value)
     row = RunRepository(write.sessions).add(row)
     assert row.id is not None
-    beads = BeadRepository(write.session, row.id)
+    beads = BeadRepository(write.sessions, row.id)
     if replacing:
         beads.delete_all()
     beads.insert([(bead_key(bead), bead.encode("utf-8"), part) for bead, part in rendered.entries])
@@ -123,7 +123,7 @@ def _store_change(
         redaction.for_storage({"history": {bead: entry}})
         part = atari_state.entry_part(bead, entry)
         columns = changed_parts_columns(row, head, part, replaced=old)
-        beads = BeadRepository(write.session, row.id)
+        beads = BeadRepository(write.sessions, row.id)
         if old is None:
             beads.insert([(bead_key(bead), bead.encode("utf-8"), part)])
         else:
@@ -150,7 +150,7 @@ def _load(write: Write, row: RunState, bead: str | None) -> Loaded:
     if bead is None:
         return Loaded(state, parted=True)
     assert row.id is not None
-    old = BeadRepository(write.session, row.id).part(bead_key(bead))
+    old = BeadRepository(write.sessions, row.id).part(bead_key(bead))
     if old is not None:
         state["history"][bead] = atari_state.entry_of_part(old)[1]
     return Loaded(state, parted=True, old=old)

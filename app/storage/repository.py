@@ -2,17 +2,24 @@
 added, deleted. Each statement is built once per table, its values bound at each call."""
 
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic
 
-from sqlalchemy import Connection, bindparam, update
+from sqlalchemy import Connection, bindparam, inspect, update
+from sqlalchemy.orm import make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import SelectOfScalar
 
-from app.core.db import DriverStatement, WriteSession, insert_bound, table_of
-
-RowT = TypeVar("RowT", bound=SQLModel)
+from app.core.db import (
+    DriverStatement,
+    RowT,
+    WriteSession,
+    connection_of,
+    insert_bound,
+    session_of,
+    table_of,
+)
 
 
 class ProjectScopedRepository(Generic[RowT]):
@@ -24,6 +31,10 @@ class ProjectScopedRepository(Generic[RowT]):
     model: ClassVar[type[SQLModel]]
     key: ClassVar[tuple[str, ...]] = ()
     _lookups: ClassVar[dict[bool, SelectOfScalar[Any]]]
+    # The same look-ups on a write's connection, before it has an ORM session, and the
+    # attributes their columns fill, in order.
+    _driver_lookups: ClassVar[dict[bool, DriverStatement]]
+    _attributes: ClassVar[tuple[str, ...]]
     # The INSERTs ``create`` and the UPDATEs ``store`` have run, by the columns they set.
     _inserts: ClassVar[dict[frozenset[str], DriverStatement]]
     _updates: ClassVar[dict[frozenset[str], DriverStatement]]
@@ -34,6 +45,16 @@ class ProjectScopedRepository(Generic[RowT]):
         conditions = [getattr(table, name) == bindparam(name) for name in ("project_id", *cls.key)]
         lookup = select(table).where(*conditions)
         cls._lookups = {False: lookup, True: lookup.with_for_update()}
+        columns = table_of(table)
+        driver_lookup = columns.select().where(
+            *(columns.c[name] == bindparam(name) for name in ("project_id", *cls.key))
+        )
+        cls._driver_lookups = {
+            False: DriverStatement(driver_lookup),
+            True: DriverStatement(driver_lookup.with_for_update()),
+        }
+        mapper = inspect(table)
+        cls._attributes = tuple(mapper.get_property_by_column(c).key for c in columns.columns)
         cls._inserts = {}
         cls._updates = {}
 
@@ -43,20 +64,36 @@ class ProjectScopedRepository(Generic[RowT]):
     @property
     def session(self) -> Session:
         """The ORM session: a read's, or a write's (made on its first use)."""
-        source = self._source
-        return source.get() if isinstance(source, WriteSession) else source
+        return session_of(self._source)
 
     def connection(self) -> Connection:
         """The connection of the session's transaction, for prebuilt statements (a write's
         own, without making its ORM session)."""
-        source = self._source
-        return source.connection if isinstance(source, WriteSession) else source.connection()
+        return connection_of(self._source)
 
     def get(self, project_id: int, *key: Any, for_update: bool = False) -> RowT | None:
         """The row, locked until commit when ``for_update`` (SQLite: the writer holds the
-        whole database already)."""
+        whole database already). A write that has no ORM session yet reads it on its
+        connection, without making one (a handover's or an iteration's append then makes
+        none): the row is detached, as the session would have loaded it, and the write's
+        ``WriteSession`` keeps it for the session it may make later."""
         parameters = {"project_id": project_id, **dict(zip(self.key, key, strict=True))}
+        source = self._source
+        if isinstance(source, WriteSession) and not source.made:
+            found = self._driver_lookups[for_update].first(source.connection, parameters)
+            if found is None:
+                return None
+            return source.loaded(self._detached(found))
         row: RowT | None = self.session.exec(self._lookups[for_update], params=parameters).first()
+        return row
+
+    @classmethod
+    def _detached(cls, values: tuple[Any, ...]) -> RowT:
+        """A row of these column values as the ORM loads one (no ``__init__``, the values as
+        stored, no change pending), with its identity, in no session."""
+        row: RowT = inspect(cls.model).class_manager.new_instance()
+        row.__dict__.update(zip(cls._attributes, values, strict=True))
+        make_transient_to_detached(row)
         return row
 
     def add(self, row: RowT) -> RowT:

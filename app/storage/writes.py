@@ -15,13 +15,13 @@ from typing import Any
 from sqlmodel import Session
 
 from app.core.conditional import Precondition
-from app.core.db import WriteSession, utcnow
+from app.core.db import RowT, WriteSession, utcnow
 from app.core.deps import take_key_confirmation
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
 from app.projects.repository import project_id, touch_project
 from app.projects.service import project_not_found
-from app.storage.repository import ProjectScopedRepository, RowT
+from app.storage.repository import ProjectScopedRepository
 
 
 @dataclass(frozen=True)

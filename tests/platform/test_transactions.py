@@ -32,13 +32,23 @@ def test_a_commit_that_fails_is_the_response(app, client, project, monkeypatch):
     assert len(client.get(f"/v1/projects/{project}/saves").json()["items"]) == 1
 
 
-def test_a_memory_items_append_makes_no_orm_session(client, project):
-    """A decision's append runs its statements on the write's connection: no ORM session
-    begins (the write's session is made on first use only). A handover loads its feature
+def test_small_appends_make_no_orm_session(client, project):
+    """A decision's, a handover's and an iteration start's append run their statements on the
+    write's connection, the feature's and the run's row read there too: no ORM session
+    begins (the write's session is made on first use only). A context's PUT stores its row
     through the ORM: its session begins, which shows the listener sees a write's session."""
     client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
-    decision = {"id": "dec-001", "decision": "keep going", "timestamp": 1}
-    handover = {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": "m"}
+    client.post(f"/v1/projects/{project}/runs/r1/iterations", json={"bead_id": "b1"})
+    context = client.get(f"/v1/projects/{project}/features/f1/context").content
+    appends = [
+        ("memory/decisions", {"id": "dec-001", "decision": "keep going", "timestamp": 1}),
+        (
+            "features/f1/handovers",
+            {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": "m"},
+        ),
+        ("runs/r1/iterations", {"bead_id": "b1"}),  # an entry replaced
+        ("runs/r1/iterations", {"bead_id": "b2"}),  # an entry added
+    ]
     begun: list[Session] = []
 
     def record(session: Session, _transaction: object, _connection: object) -> None:
@@ -46,12 +56,20 @@ def test_a_memory_items_append_makes_no_orm_session(client, project):
 
     event.listen(Session, "after_begin", record)
     try:
-        created = client.post(f"/v1/projects/{project}/memory/decisions", json=decision)
+        statuses = [
+            client.post(f"/v1/projects/{project}/{path}", json=body).status_code
+            for path, body in appends
+        ]
         appended = len(begun)
-        handed = client.post(f"/v1/projects/{project}/features/f1/handovers", json=handover)
+        put = client.put(
+            f"/v1/projects/{project}/features/f1/context",
+            content=context,
+            headers={"content-type": "application/json"},
+        )
     finally:
         event.remove(Session, "after_begin", record)
-    assert (created.status_code, handed.status_code) == (201, 201)
+    assert statuses == [201, 201, 200, 200]
+    assert put.status_code == 200
     assert appended == 0
     assert len(begun) > appended
 
