@@ -5,7 +5,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic
 
 from sqlalchemy import Connection, bindparam, inspect, update
-from sqlalchemy.orm import make_transient_to_detached
+from sqlalchemy.orm import configure_mappers, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
@@ -91,7 +91,12 @@ class ProjectScopedRepository(Generic[RowT]):
     def _detached(cls, values: tuple[Any, ...]) -> RowT:
         """A row of these column values as the ORM loads one (no ``__init__``, the values as
         stored, no change pending), with its identity, in no session."""
-        row: RowT = inspect(cls.model).class_manager.new_instance()
+        mapper = inspect(cls.model)
+        if not mapper.configured:
+            # The ORM completes its mappings on its first use, which may come after this (a
+            # server's first request an append, with auth off): a row needs them complete.
+            configure_mappers()
+        row: RowT = mapper.class_manager.new_instance()
         row.__dict__.update(zip(cls._attributes, values, strict=True))
         make_transient_to_detached(row)
         return row

@@ -2,12 +2,16 @@
 behave as rows the session loaded. Each test runs a change through the write mechanism every
 route uses (``Writes.run``), on a run made over HTTP, and reads the outcome back over HTTP."""
 
+import secrets
+
+import httpx
 from fastapi import Response
 
 from app.core.conditional import etag_of
 from app.runs.repository import RunRepository
 from app.storage.route import Writes
 from app.storage.writes import Write
+from tests.platform.servers import running
 
 BACKUP = b'{"set": "aside"}\n'
 
@@ -96,3 +100,22 @@ def test_a_failed_change_stores_nothing_read_or_changed(app, client, tenant, pro
         raise AssertionError("the change's error was lost")
     assert client.get(f"{run}/state/backup").status_code == 404
     assert client.get(f"{run}/state").content == state
+
+
+def test_a_fresh_servers_first_requests_are_appends(database_url, tmp_path):
+    """A server whose first requests read a row on the connection, before anything else in
+    its process used the ORM (auth off: no key is looked up): the rows are made by the ORM's
+    mapping all the same, which is completed on the ORM's first use and which a detached row
+    needs complete. The feature and the run are made by another server before."""
+    project = f"fresh-{secrets.token_hex(4)}"
+    base = f"/v1/projects/{project}"
+    handover = {"from_agent": "a", "to_agent": "b", "task_completed": "t", "message": "m"}
+    auth_off = {"AUTH": "off"}
+    with running(database_url, tmp_path / "first.log", auth_off) as first:
+        made = httpx.post(f"{first.url}{base}/features", json={"feature_id": "f1"})
+        started = httpx.post(f"{first.url}{base}/runs/r1/iterations", json={"bead_id": "b1"})
+    assert (made.status_code, started.status_code) == (201, 200)
+    with running(database_url, tmp_path / "fresh.log", auth_off) as fresh:
+        handed = httpx.post(f"{fresh.url}{base}/features/f1/handovers", json=handover)
+        started = httpx.post(f"{fresh.url}{base}/runs/r1/iterations", json={"bead_id": "b2"})
+    assert (handed.status_code, started.status_code) == (201, 200)
