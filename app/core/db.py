@@ -35,7 +35,6 @@ from sqlalchemy import (
     event,
     insert,
     inspect,
-    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
@@ -152,18 +151,19 @@ def conflict_insert(session: Session, model: Any) -> postgresql.Insert | sqlite.
 
 # The driver cursor DriverStatements run on, one kept per driver connection (in its ``info``,
 # which lives as long as that connection): a new psycopg cursor builds its parameter and result
-# adapters again, 15-35 µs a statement here. Not after a statement given a large value, nor one
-# that fetched more than a row: psycopg's cursor holds its last statement's values and result
-# until the next, and an idle pooled connection would keep a document, or a read's rows (the
-# pack's 500 candidates, each up to 100,000 characters of text), alive; nor after an
-# executemany.
+# adapters again, 15-35 µs a statement here. Not after a statement given a large value or
+# fetching one (a write's look-up of a document's row), nor one that fetched more than a row:
+# psycopg's cursor holds its last statement's values and result until the next, and an idle
+# pooled connection would keep a document, or a read's rows (the pack's 500 candidates, each
+# up to 100,000 characters of text), alive; nor after an executemany.
 _DRIVER_CURSOR = "driver_statement_cursor"
 _KEPT_VALUE_BYTES = 64 * 1024
 
 
 def _holds_large_value(values: Any) -> bool:
-    """Whether a value bound is over the limit, as the driver is given it: a ``LargeBinary``'s
-    bytes arrive as a ``memoryview`` (sqlite3) or wrapped in psycopg's ``Binary`` (``obj``)."""
+    """Whether a value bound (or a row's, fetched) is over the limit, as the driver has it: a
+    ``LargeBinary``'s bytes arrive as a ``memoryview`` (sqlite3) or wrapped in psycopg's
+    ``Binary`` (``obj``)."""
     for value in values.values() if isinstance(values, dict) else values:
         value = getattr(value, "obj", value)
         if (
@@ -239,7 +239,12 @@ class DriverStatement:
             # handlers answer), ``handle_error`` listeners, and on a lost connection this one
             # invalidated and every connection the pool held before it replaced at checkout.
             connection._handle_dbapi_exception(exc, compiled.sql, values, cursor, None)
-        if many or len(fetched) > 1 or _holds_large_value(values):
+        if (
+            many
+            or len(fetched) > 1
+            or _holds_large_value(values)
+            or (fetched and _holds_large_value(fetched[0]))
+        ):
             cursor.close()
         else:
             driver.info[_DRIVER_CURSOR] = cursor
@@ -508,12 +513,17 @@ def _sqlite_engine(settings: Settings, *, writer: bool) -> Engine:
             cursor.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
         cursor.close()
 
-    begin_statement = DriverStatement(text("BEGIN IMMEDIATE" if writer else "BEGIN"))
+    # The transaction's BEGIN, as the dialect's own ``do_begin`` (which SQLAlchemy calls at
+    # every begin, its driver errors wrapped as SQLAlchemy's), rather than the documented
+    # recipe's "begin" listener: any connection event makes every Connection of the engine
+    # join the engine's events and check them at each step, about 5% of a decision POST's
+    # instructions (callgrind, 2026-11-26).
+    begin_statement = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
-    @event.listens_for(engine, "begin")
-    def begin(connection: Connection) -> None:
-        begin_statement.rows(connection, {})
+    def begin(dbapi_connection: Any) -> None:
+        dbapi_connection.execute(begin_statement)
 
+    engine.dialect.do_begin = begin  # type: ignore[method-assign]  # this engine's dialect alone: create_engine made it for this engine
     return engine
 
 

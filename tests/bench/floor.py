@@ -158,19 +158,23 @@ def _replay(url: str, statements: list[Statement], count: int) -> float:
     """Microseconds of CPU per replay of ``statements`` and a commit, on the raw driver."""
     address = make_url(url)
     if address.get_backend_name() == "sqlite":
-        # Autocommit mode: the captured BEGIN IMMEDIATE opens the transaction, as the app's does.
+        # Autocommit mode, and BEGIN IMMEDIATE sent first, as the app's writer sends it (its
+        # dialect's begin, which no statement listener sees).
         connection: Any = sqlite3.connect(address.database or "", isolation_level=None)
         for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
             connection.execute(f"PRAGMA {pragma}")
+        begin: Callable[[], Any] = lambda: connection.execute("BEGIN IMMEDIATE")  # noqa: E731
         commit: Callable[[], Any] = lambda: connection.execute("COMMIT")  # noqa: E731
     else:
         dsn = address.set(drivername="postgresql").render_as_string(hide_password=False)
         connection = psycopg.connect(dsn)
+        begin = lambda: None  # noqa: E731  # psycopg begins with the first statement
         commit = connection.commit
     try:
 
         def once(index: int) -> None:
             number = f"rp{index:06d}"
+            begin()
             cursor = connection.cursor()
             for statement, parameters in statements:
                 cursor.execute(statement, _parameters(parameters, number))

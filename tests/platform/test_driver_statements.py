@@ -62,3 +62,28 @@ def test_a_cursor_that_fetched_many_rows_is_closed_rather_than_kept(app):
         assert numbers.rows(connection, {"upto": 3}) == [(1,), (2,), (3,)]
         assert _DRIVER_CURSOR not in info
         connection.rollback()
+
+
+def test_a_cursor_that_fetched_a_large_value_is_closed_rather_than_kept(app):
+    """A row read whole (a write's look-up of a document's row) holds the document: psycopg's
+    cursor would keep it alive in an idle connection until that connection's next statement.
+    The value is made by the database: the statement is given only its size."""
+    for size in (100, _KEPT_VALUE_BYTES + 1):
+        with app.state.database.writer.connect() as connection:
+            info = connection.connection.info
+            assert ONE.rows(connection, {}) == [(1,)]
+            kept = info[_DRIVER_CURSOR]
+            text_of_size = DriverStatement(text(_TEXT_OF_SIZE[connection.dialect.name]))
+            assert text_of_size.rows(connection, {"size": size}) == [("x" * size,)]
+            if size > _KEPT_VALUE_BYTES:
+                assert _DRIVER_CURSOR not in info
+            else:
+                assert info[_DRIVER_CURSOR] is kept
+            connection.rollback()
+
+
+# A text of ``:size`` characters, made by the database.
+_TEXT_OF_SIZE = {
+    "sqlite": "SELECT printf('%.*c', :size, 'x')",
+    "postgresql": "SELECT repeat('x', :size)",
+}

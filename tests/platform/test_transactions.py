@@ -154,9 +154,10 @@ def test_a_write_waiting_out_another_process_s_sqlite_lock_is_a_503_and_stores_n
     tmp_path,
 ):
     """Another process holds SQLite's write lock past the busy timeout: the write's first
-    statement (``BEGIN IMMEDIATE``, run on the driver) fails as SQLAlchemy's error would, a 503
-    to retry; once the lock is released the same write succeeds. SQLite's alone: PostgreSQL has
-    no database-wide write lock (its lost connections: test_idle_connections.py)."""
+    statement (``BEGIN IMMEDIATE``, the dialect's begin, on the driver) fails as SQLAlchemy's
+    error would, a 503 to retry; once the lock is released the same write succeeds. SQLite's
+    alone: PostgreSQL has no database-wide write lock (its lost connections:
+    test_idle_connections.py)."""
     url = f"sqlite:///{tmp_path / 'locked.db'}"
     upgrade(url)
     key = create_key_in(url, "locked")
