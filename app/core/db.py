@@ -160,18 +160,27 @@ _DRIVER_CURSOR = "driver_statement_cursor"
 _KEPT_VALUE_BYTES = 64 * 1024
 
 
+_SIZED = (bytes, bytearray, memoryview, str)
+# Values that never wrap another: looked past at once (a missing attribute's look-up raises
+# and catches inside ``getattr``, the dearest step of this check).
+_PLAIN = frozenset({int, float, bool, type(None), datetime})
+
+
+def _is_large(value: Any) -> bool:
+    """Whether a value is over the limit, as the driver has it: a ``LargeBinary``'s bytes
+    arrive as a ``memoryview`` (sqlite3) or wrapped in psycopg's ``Binary`` (``obj``)."""
+    if isinstance(value, _SIZED):
+        return len(value) > _KEPT_VALUE_BYTES
+    if type(value) in _PLAIN:
+        return False
+    wrapped = getattr(value, "obj", None)
+    return isinstance(wrapped, _SIZED) and len(wrapped) > _KEPT_VALUE_BYTES
+
+
 def _holds_large_value(values: Any) -> bool:
-    """Whether a value bound (or a row's, fetched) is over the limit, as the driver has it: a
-    ``LargeBinary``'s bytes arrive as a ``memoryview`` (sqlite3) or wrapped in psycopg's
-    ``Binary`` (``obj``)."""
-    for value in values.values() if isinstance(values, dict) else values:
-        value = getattr(value, "obj", value)
-        if (
-            isinstance(value, bytes | bytearray | memoryview | str)
-            and len(value) > _KEPT_VALUE_BYTES
-        ):
-            return True
-    return False
+    """Whether a statement's values (by name, or in order) or a row fetched hold one over the
+    limit."""
+    return any(map(_is_large, values.values() if isinstance(values, dict) else values))
 
 
 class DriverStatement:
@@ -230,9 +239,11 @@ class DriverStatement:
                 cursor.executemany(compiled.sql, values)
             else:
                 cursor.execute(compiled.sql, values)
-                if cursor.description is not None:
+                # Read once: psycopg builds its list of columns at each read.
+                description = cursor.description
+                if description is not None:
                     fetched = cursor.fetchall()
-                    compiled.describe(cursor.description)
+                    compiled.describe(description)
         except BaseException as exc:
             # SQLAlchemy's own handling, as its execute has it (private, but the one path that
             # does all of it): the driver's error wrapped as SQLAlchemy's (which the error
