@@ -41,20 +41,17 @@ class ProjectScopedRepository(Generic[RowT]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        table = cls.model
-        conditions = [getattr(table, name) == bindparam(name) for name in ("project_id", *cls.key)]
-        lookup = select(table).where(*conditions)
+        table = table_of(cls.model)
+        conditions = [table.c[name] == bindparam(name) for name in ("project_id", *cls.key)]
+        lookup = select(cls.model).where(*conditions)
         cls._lookups = {False: lookup, True: lookup.with_for_update()}
-        columns = table_of(table)
-        driver_lookup = columns.select().where(
-            *(columns.c[name] == bindparam(name) for name in ("project_id", *cls.key))
-        )
+        driver_lookup = table.select().where(*conditions)
         cls._driver_lookups = {
             False: DriverStatement(driver_lookup),
             True: DriverStatement(driver_lookup.with_for_update()),
         }
-        mapper = inspect(table)
-        cls._attributes = tuple(mapper.get_property_by_column(c).key for c in columns.columns)
+        mapper = inspect(cls.model)
+        cls._attributes = tuple(mapper.get_property_by_column(c).key for c in table.columns)
         cls._inserts = {}
         cls._updates = {}
 
