@@ -9,6 +9,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
+from app.core.db import create_database
 from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import client_for, create_key, make_settings
@@ -177,3 +178,31 @@ def test_a_write_waiting_out_another_process_s_sqlite_lock_is_a_503_and_stores_n
         assert answer.headers["Retry-After"]
         assert_problem(client.get("/v1/projects/locked"), 404)  # not even the project
         assert client.post(path, json=decision).status_code == 201
+
+
+def test_sqlite_transactions_begin_as_each_engine_needs(tmp_path):
+    """SQLite's engines send their own BEGIN (the dialect's begin, no listener): the writer's
+    takes the write lock at once, before any statement writes (another process cannot take
+    it meanwhile); a reader's reads one snapshot, whatever commits between its statements."""
+    url = f"sqlite:///{tmp_path / 'begin.db'}"
+    upgrade(url)
+    database = create_database(make_settings(url))
+    other = sqlite3.connect(tmp_path / "begin.db", isolation_level=None, timeout=0)
+    count = "SELECT count(*) FROM projects"
+    try:
+        with database.write_connection() as connection:
+            connection.exec_driver_sql(count)  # a read only: a deferred BEGIN takes no lock
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("BEGIN IMMEDIATE")
+        with database.read_session() as session:
+            before = session.connection().exec_driver_sql(count).scalar()
+            other.execute(
+                "INSERT INTO projects (tenant, name, created_at, last_write_at)"
+                " VALUES ('t', 'p', '2026-01-01', '2026-01-01')"
+            )
+            assert session.connection().exec_driver_sql(count).scalar() == before
+        with database.read_session() as session:
+            assert session.connection().exec_driver_sql(count).scalar() == before + 1
+    finally:
+        other.close()
+        database.dispose()
