@@ -28,6 +28,7 @@ from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.rebinding import RebindingGuardMiddleware
 from app.core.sending import SendingMiddleware
+from app.core.write_threads import WriteThreads
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
@@ -106,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics(
         engines=lambda: _engines(app),
         threads=lambda: getattr(app.state, "worker_threads", None),
+        write_threads=lambda: _write_threads(app),
         exports=app.state.archive_exports,
     )
     app.state.metrics = metrics
@@ -146,6 +148,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # and counted.
     app.add_middleware(RequestRecordMiddleware, metrics=metrics)
     return app
+
+
+def _write_threads(app: FastAPI) -> WriteThreads | None:
+    database: Database | None = getattr(app.state, "database", None)
+    return database.write_threads if database is not None else None
 
 
 def _engines(app: FastAPI) -> dict[str, Engine]:

@@ -11,7 +11,7 @@ from app.agents.schemas import (
     RestoreResult,
     SnapshotReceipt,
 )
-from app.core.body import ContextStoreRoute, DecodedRequest, media_type_of, raw_body
+from app.core.body import DecodedRequest, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
@@ -22,11 +22,11 @@ from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
-from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(
-    prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=ContextStoreRoute
+    prefix="/v1/projects/{project}/agents/{agent}", tags=["agents"], route_class=WriteRoute
 )
 
 SNAPSHOT_FILE: ResponsesDoc = {

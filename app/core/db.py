@@ -46,6 +46,7 @@ from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
+from app.core.write_threads import WriteThreads
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -331,6 +332,8 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 class Database:
     reader: Engine
     writer: Engine
+    # Where write routes run (app/core/write_threads.py).
+    write_threads: WriteThreads
     # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
     checkpoints: WalCheckpoints | None = None
 
@@ -341,6 +344,7 @@ class Database:
         return {"reader": self.reader, "writer": self.writer}
 
     def dispose(self) -> None:
+        self.write_threads.shutdown()
         if self.checkpoints is not None:
             self.checkpoints.stop()
         for engine in self.engines().values():
@@ -586,10 +590,11 @@ def create_database(settings: Settings) -> Database:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        return Database(reader=reader, writer=writer, checkpoints=checkpoints)
+        # One thread: the writer has one connection.
+        return Database(reader, writer, WriteThreads(1), checkpoints)
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
-    return Database(reader=engine, writer=engine)
+    return Database(engine, engine, WriteThreads(settings.worker_threads))
 
 
 @contextmanager

@@ -3,7 +3,7 @@ from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
 
-from app.core.body import ContextStoreRoute, DecodedRequest, raw_body
+from app.core.body import DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.documents import Download
@@ -25,12 +25,10 @@ from app.features.schemas import (
     ReviewCreate,
 )
 from app.formats import feature_context, jsondoc
-from app.storage.route import IdempotentWritesDep, Writes, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, Writes, WritesDep
 from app.storage.writes import Write
 
-router = GatedRouter(
-    prefix="/v1/projects/{project}", tags=["features"], route_class=ContextStoreRoute
-)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["features"], route_class=WriteRoute)
 
 
 def _json_file(description: str) -> ResponsesDoc:

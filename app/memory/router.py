@@ -4,7 +4,7 @@ from urllib.parse import quote
 
 from fastapi import Path, Query, Request, Response
 
-from app.core.body import ContextStoreRoute, DecodedRequest, raw_body
+from app.core.body import DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
 from app.core.constraints import IDENTIFIER_PATTERN
 from app.core.deps import Reader, ReadSession, get_settings
@@ -30,11 +30,11 @@ from app.memory.schemas import (
     MemoryItemPublic,
     SummaryReceipt,
 )
-from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(
-    prefix="/v1/projects/{project}/memory", tags=["memory"], route_class=ContextStoreRoute
+    prefix="/v1/projects/{project}/memory", tags=["memory"], route_class=WriteRoute
 )
 
 

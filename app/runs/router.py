@@ -1,6 +1,6 @@
 from fastapi import Request, Response
 
-from app.core.body import ContextStoreRoute, DecodedRequest, media_type_of, raw_body
+from app.core.body import DecodedRequest, media_type_of, raw_body
 from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.errors import FieldError, InvalidContent
@@ -20,10 +20,10 @@ from app.runs.schemas import (
     StatePatch,
     StateReceipt,
 )
-from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
-router = GatedRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["runs"], route_class=WriteRoute)
 
 STATE_FILE: ResponsesDoc = {
     200: {

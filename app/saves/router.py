@@ -4,7 +4,6 @@ from fastapi import Query, Request, Response
 
 from app.core.body import (
     BulkBodyRoute,
-    ContextStoreRoute,
     DecodedRequest,
     decompress_body,
     raw_body,
@@ -23,10 +22,10 @@ from app.formats.gzip import is_gzip
 from app.saves import service
 from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
-from app.storage.route import IdempotentWritesDep, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
-router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=ContextStoreRoute)
+router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=WriteRoute)
 
 SAVE_FILE: ResponsesDoc = {
     200: {

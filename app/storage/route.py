@@ -1,17 +1,25 @@
-"""How a route runs a write: in its own worker thread from the first statement to the commit,
-so that a request costs one thread hop; the Idempotency-Key claimed and recorded once here,
-for every route that takes one.
+"""How a route runs a write: in one thread from the first statement to the commit, so that a
+request costs one thread hop; the Idempotency-Key claimed and recorded once here, for every route
+that takes one.
+
+That thread is one of the database's write threads (``app/core/write_threads.py``) for every
+route of a ``WriteRoute``: its endpoint, sync, runs there whole. A bulk route's (a save's
+import: a large body parsed and redacted before its write) runs in a worker thread as any other
+sync route's, so that its parse does not hold up the writes queued behind it.
 
 The commit happens before the response is sent: a client never sees a 2xx for a change that
 then failed to commit.
 """
 
+import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import Depends, Request, Response
 
+from app.core.body import ContextStoreRoute
 from app.core.db import Database, WriteSession
 from app.core.deps import Writer, get_database
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
@@ -84,3 +92,37 @@ WritesDep = Annotated[Writes, Depends(_writes)]
 nature, or guarded by If-Match)."""
 IdempotentWritesDep = Annotated[Writes, Depends(_idempotent_writes)]
 """For a POST that creates or appends: honours ``Idempotency-Key``."""
+
+
+def _writes_parameter(endpoint: Callable[..., Any]) -> str | None:
+    """The name of the endpoint's parameter that takes its ``Writes`` (None: it writes not)."""
+    for parameter in inspect.signature(endpoint, eval_str=True).parameters.values():
+        annotation = parameter.annotation
+        if get_origin(annotation) is Annotated and get_args(annotation)[0] is Writes:
+            return parameter.name
+    return None
+
+
+def _in_write_threads(endpoint: Callable[..., Response], writes: str) -> Callable[..., Any]:
+    """``endpoint`` as a coroutine that runs it whole in a write thread. FastAPI reads the
+    parameters through ``__wrapped__``, and awaits the coroutine rather than sending the sync
+    endpoint to a worker thread."""
+
+    @functools.wraps(endpoint)
+    async def in_write_threads(**arguments: Any) -> Response:
+        request_writes: Writes = arguments[writes]
+        run = functools.partial(endpoint, **arguments)
+        return await request_writes.database.write_threads.run(run)
+
+    return in_write_threads
+
+
+class WriteRoute(ContextStoreRoute):
+    """A route whose sync endpoint takes the request's ``Writes`` runs it in the database's
+    write threads; any other endpoint runs as ``ContextStoreRoute`` runs it."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        writes = _writes_parameter(endpoint)
+        if writes is not None and not inspect.iscoroutinefunction(endpoint):
+            endpoint = _in_write_threads(endpoint, writes)
+        super().__init__(path, endpoint, **kwargs)
