@@ -478,9 +478,25 @@ class ObservedQueuePool(QueuePool):
                 self.on_wait(time.perf_counter() - started)
 
 
+def write_thread_count(settings: Settings) -> int:
+    """SQLite's writer has one connection: one thread. On PostgreSQL, as many as the worker
+    threads, so that writes to other projects go on while some wait on a project's lock."""
+    return 1 if settings.is_sqlite else settings.worker_threads
+
+
+def pool_capacity(settings: Settings) -> int:
+    """The connections a pool may open: one for each thread that may use it at once (and the
+    margin). SQLite's readers serve the worker threads; PostgreSQL's one pool serves them and
+    the write threads."""
+    threads = settings.worker_threads
+    if not settings.is_sqlite:
+        threads += write_thread_count(settings)
+    return threads + DB_POOL_MARGIN
+
+
 def _pool_args(settings: Settings) -> dict[str, Any]:
-    """Room for one connection per worker thread (and the margin), ``db_pool_size`` kept."""
-    capacity = settings.worker_threads + DB_POOL_MARGIN
+    """Room for ``pool_capacity`` connections, ``db_pool_size`` of them kept."""
+    capacity = pool_capacity(settings)
     kept = min(settings.db_pool_size, capacity)
     return {
         "poolclass": ObservedQueuePool,
@@ -590,11 +606,10 @@ def create_database(settings: Settings) -> Database:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        # One thread: the writer has one connection.
-        return Database(reader, writer, WriteThreads(1), checkpoints)
+        return Database(reader, writer, WriteThreads(write_thread_count(settings)), checkpoints)
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
-    return Database(engine, engine, WriteThreads(settings.worker_threads))
+    return Database(engine, engine, WriteThreads(write_thread_count(settings)))
 
 
 @contextmanager

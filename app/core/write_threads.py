@@ -8,8 +8,7 @@ wake-up of one, and threads waited in turn on SQLite's one writer connection: a 
 cost 5.1 context switches and 1.05 ms of server CPU under 32 connections, against 1.4 and
 0.88 ms here (SQLite, ``perf stat`` on the server, 2026-11-26).
 
-SQLite gets one thread, its writer having one connection; PostgreSQL as many as the worker
-threads, so that writes to other projects go on while one waits on a lock.
+How many: ``write_thread_count`` (app/core/db.py).
 """
 
 import asyncio
