@@ -28,7 +28,7 @@ from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.rebinding import RebindingGuardMiddleware
 from app.core.sending import SendingMiddleware
-from app.core.write_threads import WriteThreads
+from app.core.write_threads import WriteThread
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics(
         engines=lambda: _engines(app),
         threads=lambda: getattr(app.state, "worker_threads", None),
-        write_threads=lambda: _write_threads(app),
+        write_thread=lambda: _write_thread(app),
         exports=app.state.archive_exports,
     )
     app.state.metrics = metrics
@@ -150,9 +150,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
-def _write_threads(app: FastAPI) -> WriteThreads | None:
+def _write_thread(app: FastAPI) -> WriteThread | None:
+    """SQLite's write thread; none before the lifespan has created the database."""
     database: Database | None = getattr(app.state, "database", None)
-    return database.write_threads if database is not None else None
+    return database.write_thread if database is not None else None
 
 
 def _engines(app: FastAPI) -> dict[str, Engine]:

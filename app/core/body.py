@@ -79,6 +79,13 @@ class DecodedRequest(Request):
         return self._body
 
 
+def received_size(request: Request) -> int:
+    """The size of the body read so far (by the route class, or by FastAPI for a body model):
+    0 for a request whose body is not read, or empty."""
+    body: bytes = getattr(request, "_body", b"")  # Starlette's own cache of ``body()``
+    return len(body)
+
+
 def decompress_body(raw: bytes, limit: int) -> bytes:
     try:
         return gzip_format.decompress(raw, limit)

@@ -111,7 +111,7 @@ class Settings(BaseSettings):
     # socket; the connection pools are sized from this, so that a thread never waits long for
     # a connection (which would fail after db_pool_timeout_seconds with a 503).
     worker_threads: int = Field(default=16, ge=1)
-    # Connections kept open per pool. Each pool opens up to ``pool_capacity`` (app/core/db.py);
+    # Connections kept open per pool. Each pool opens up to worker_threads + DB_POOL_MARGIN;
     # SQLite's writer always has exactly one.
     db_pool_size: int = Field(default=10, ge=1)
     db_pool_timeout_seconds: float = Field(default=30.0, gt=0)

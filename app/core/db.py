@@ -46,7 +46,7 @@ from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
-from app.core.write_threads import WriteThreads
+from app.core.write_threads import WriteThread
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -332,8 +332,8 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 class Database:
     reader: Engine
     writer: Engine
-    # Where write routes run (app/core/write_threads.py).
-    write_threads: WriteThreads
+    # Where SQLite's small writes run (app/core/write_threads.py); none on PostgreSQL.
+    write_thread: WriteThread | None = None
     # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
     checkpoints: WalCheckpoints | None = None
 
@@ -344,7 +344,8 @@ class Database:
         return {"reader": self.reader, "writer": self.writer}
 
     def dispose(self) -> None:
-        self.write_threads.shutdown()
+        if self.write_thread is not None:
+            self.write_thread.shutdown()
         if self.checkpoints is not None:
             self.checkpoints.stop()
         for engine in self.engines().values():
@@ -478,25 +479,9 @@ class ObservedQueuePool(QueuePool):
                 self.on_wait(time.perf_counter() - started)
 
 
-def write_thread_count(settings: Settings) -> int:
-    """SQLite's writer has one connection: one thread. On PostgreSQL, as many as the worker
-    threads, so that writes to other projects go on while some wait on a project's lock."""
-    return 1 if settings.is_sqlite else settings.worker_threads
-
-
-def pool_capacity(settings: Settings) -> int:
-    """The connections a pool may open: one for each thread that may use it at once (and the
-    margin). SQLite's readers serve the worker threads; PostgreSQL's one pool serves them and
-    the write threads."""
-    threads = settings.worker_threads
-    if not settings.is_sqlite:
-        threads += write_thread_count(settings)
-    return threads + DB_POOL_MARGIN
-
-
 def _pool_args(settings: Settings) -> dict[str, Any]:
-    """Room for ``pool_capacity`` connections, ``db_pool_size`` of them kept."""
-    capacity = pool_capacity(settings)
+    """Room for one connection per worker thread (and the margin), ``db_pool_size`` kept."""
+    capacity = settings.worker_threads + DB_POOL_MARGIN
     kept = min(settings.db_pool_size, capacity)
     return {
         "poolclass": ObservedQueuePool,
@@ -606,10 +591,13 @@ def create_database(settings: Settings) -> Database:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        return Database(reader, writer, WriteThreads(write_thread_count(settings)), checkpoints)
+        write_thread = WriteThread(settings.db_pool_timeout_seconds)
+        return Database(
+            reader=reader, writer=writer, write_thread=write_thread, checkpoints=checkpoints
+        )
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
-    return Database(engine, engine, WriteThreads(write_thread_count(settings)))
+    return Database(reader=engine, writer=engine)
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from starlette.types import Scope
 
 from app.core.db import Database, ObservedQueuePool
 from app.core.limits import Turns
-from app.core.write_threads import WriteThreads
+from app.core.write_threads import WriteThread
 
 # By app, then by the route's id (routes define __eq__ and cannot be hashed); the app keeps
 # its routes, so an id stays valid as long as its entry does.
@@ -96,18 +96,18 @@ class PoolCollector(Collector):
 
 
 class QueueCollector(Collector):
-    """The worker threads (anyio's limiter), the write threads (none of either before the app
-    has started) and the archive exports' turns: how many are in use, and how many requests
-    wait for one."""
+    """The worker threads (anyio's limiter), SQLite's write thread (none of either before the
+    app has started) and the archive exports' turns: how many are in use, and how many
+    requests wait for one."""
 
     def __init__(
         self,
         threads: Callable[[], CapacityLimiter | None],
-        write_threads: Callable[[], WriteThreads | None],
+        write_thread: Callable[[], WriteThread | None],
         exports: Turns,
     ) -> None:
         self.threads = threads
-        self.write_threads = write_threads
+        self.write_thread = write_thread
         self.exports = exports
 
     def collect(self) -> Iterator[Metric]:
@@ -128,19 +128,16 @@ class QueueCollector(Collector):
                 "Requests waiting for a worker thread.",
                 value=statistics.tasks_waiting,
             )
-        if (writes := self.write_threads()) is not None:
+        if (write_thread := self.write_thread()) is not None:
             yield GaugeMetricFamily(
-                "context_store_write_threads_limit",
-                "Threads that may run write routes at once (1 on SQLite: its one writer).",
-                value=writes.limit,
+                "context_store_write_thread_busy",
+                "SQLite's write thread: 1 while it runs a write.",
+                value=write_thread.busy,
             )
             yield GaugeMetricFamily(
-                "context_store_write_threads_busy", "Write threads in use.", value=writes.busy
-            )
-            yield GaugeMetricFamily(
-                "context_store_write_threads_waiting",
-                "Write requests waiting for a write thread.",
-                value=writes.waiting,
+                "context_store_write_thread_waiting",
+                "Writes waiting for SQLite's write thread.",
+                value=write_thread.waiting,
             )
         yield GaugeMetricFamily(
             "context_store_archive_exports_running",
@@ -161,7 +158,7 @@ class Metrics:
         self,
         engines: Callable[[], dict[str, Engine]],
         threads: Callable[[], CapacityLimiter | None],
-        write_threads: Callable[[], WriteThreads | None],
+        write_thread: Callable[[], WriteThread | None],
         exports: Turns,
     ) -> None:
         self.registry = CollectorRegistry()
@@ -197,7 +194,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(PoolCollector(engines))
-        self.registry.register(QueueCollector(threads, write_threads, exports))
+        self.registry.register(QueueCollector(threads, write_thread, exports))
         # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
         # lock at every call, and the series are few (methods, routes, statuses).
         self._in_progress: dict[str, Gauge] = {}

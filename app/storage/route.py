@@ -2,10 +2,11 @@
 request costs one thread hop; the Idempotency-Key claimed and recorded once here, for every route
 that takes one.
 
-That thread is one of the database's write threads (``app/core/write_threads.py``) for every
-route of a ``WriteRoute``: its endpoint, sync, runs there whole. A bulk route's (a save's
-import: a large body parsed and redacted before its write) runs in a worker thread as any other
-sync route's, so that its parse does not hold up the writes queued behind it.
+On SQLite, a write route's endpoint (a ``WriteRoute``'s, sync) runs whole in the database's write
+thread (``app/core/write_threads.py``) when its body is small (``SMALL_WRITE_BYTES``); a write
+with a larger body runs in a worker thread, as every write does on PostgreSQL, so that its parse
+and redaction do not hold up the writes queued behind it (they wait only for the writer's
+connection, while it writes). A save's import (``BulkBodyRoute``) always runs in a worker thread.
 
 The commit happens before the response is sent: a client never sees a 2xx for a change that
 then failed to commit.
@@ -18,10 +19,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 
-from app.core.body import ContextStoreRoute
+from app.core.body import ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import Writer, get_database
+from app.core.write_threads import WriteThread
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -29,13 +32,21 @@ Change = Callable[[Write], Response]
 """A route's change: the service's rule on the write, and the response that reports it."""
 
 
+# A small write's body is parsed, checked and redacted in the write thread, before the write
+# takes the writer's connection: at about 10 ms of CPU a MB of JSON (a 1 MB save's import,
+# 2026-11-26), 64 KiB costs about as much as the write itself.
+SMALL_WRITE_BYTES = 64 * 1024
+
+
 @dataclass(frozen=True)
 class Writes:
-    """The calling tenant's writes, and the request's Idempotency-Key (None without one)."""
+    """The calling tenant's writes, and the request's Idempotency-Key (None without one); the
+    write thread its route runs in (None: a worker thread)."""
 
     database: Database
     tenant: str
     idempotency: Idempotency | None = None
+    thread: WriteThread | None = None
 
     def run(self, project: str, change: Change, *, create: bool = True) -> Response:
         """Lock the project, replay the key's first response or claim the key, apply the
@@ -72,8 +83,16 @@ class Writes:
 # its own, a hop a request should not pay for this.
 
 
+def _write_thread(request: Request, database: Database) -> WriteThread | None:
+    """The database's write thread (SQLite's) for a write whose body is small, else None."""
+    if database.write_thread is None or received_size(request) > SMALL_WRITE_BYTES:
+        return None
+    return database.write_thread
+
+
 async def _writes(request: Request, principal: Writer) -> Writes:
-    return Writes(get_database(request), principal.tenant)
+    database = get_database(request)
+    return Writes(database, principal.tenant, thread=_write_thread(request, database))
 
 
 # The key's check is a dependency of its own (``Writer``), not a call in here: FastAPI validates
@@ -84,7 +103,8 @@ async def _idempotent_writes(
     request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
 ) -> Writes:
     idempotency = await idempotency_of(request, principal, idempotency_key)
-    return Writes(get_database(request), principal.tenant, idempotency)
+    database = get_database(request)
+    return Writes(database, principal.tenant, idempotency, _write_thread(request, database))
 
 
 WritesDep = Annotated[Writes, Depends(_writes)]
@@ -103,26 +123,28 @@ def _writes_parameter(endpoint: Callable[..., Any]) -> str | None:
     return None
 
 
-def _in_write_threads(endpoint: Callable[..., Response], writes: str) -> Callable[..., Any]:
-    """``endpoint`` as a coroutine that runs it whole in a write thread. FastAPI reads the
-    parameters through ``__wrapped__``, and awaits the coroutine rather than sending the sync
-    endpoint to a worker thread."""
+def _in_write_thread(endpoint: Callable[..., Response], writes: str) -> Callable[..., Any]:
+    """``endpoint`` as a coroutine that runs it whole in its ``Writes``' thread, or else in a
+    worker thread as FastAPI runs a sync endpoint. FastAPI reads the parameters through
+    ``__wrapped__``."""
 
     @functools.wraps(endpoint)
-    async def in_write_threads(**arguments: Any) -> Response:
-        request_writes: Writes = arguments[writes]
-        run = functools.partial(endpoint, **arguments)
-        return await request_writes.database.write_threads.run(run)
+    async def in_write_thread(**arguments: Any) -> Response:
+        thread: WriteThread | None = arguments[writes].thread
+        run: Callable[[], Response] = functools.partial(endpoint, **arguments)
+        if thread is None:
+            return await run_in_threadpool(run)
+        return await thread.run(run)
 
-    return in_write_threads
+    return in_write_thread
 
 
 class WriteRoute(ContextStoreRoute):
-    """A route whose sync endpoint takes the request's ``Writes`` runs it in the database's
-    write threads; any other endpoint runs as ``ContextStoreRoute`` runs it."""
+    """A route whose sync endpoint takes the request's ``Writes`` runs it where they say
+    (``Writes.thread``); any other endpoint runs as ``ContextStoreRoute`` runs it."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         writes = _writes_parameter(endpoint)
         if writes is not None and not inspect.iscoroutinefunction(endpoint):
-            endpoint = _in_write_threads(endpoint, writes)
+            endpoint = _in_write_thread(endpoint, writes)
         super().__init__(path, endpoint, **kwargs)

@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 
 from app import openapi
 from app.core.config import AuthMode
-from app.core.db import pool_capacity
+from app.core.db import DB_POOL_MARGIN
 from app.core.migrations import alembic_config, head_revision, upgrade
 from app.main import create_app
 from tests.conftest import make_settings
@@ -226,7 +226,7 @@ def test_metrics_count_the_threads_waiting_for_a_connection(database_url):
     settings = make_settings(database_url, worker_threads=1, db_pool_size=1)
     with TestClient(create_app(settings)) as scraper:
         engine = scraper.app.state.database.reader
-        held = [engine.connect() for _ in range(pool_capacity(settings))]
+        held = [engine.connect() for _ in range(settings.worker_threads + DB_POOL_MARGIN)]
         waiter = threading.Thread(target=lambda: engine.connect().close())
         waiter.start()
         try:

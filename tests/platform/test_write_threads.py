@@ -1,27 +1,37 @@
-"""Write routes run in the database's write threads (app/core/write_threads.py), through HTTP
-against the real app: which thread runs a write, what the metrics say of them, and a database
-disposed and used again."""
+"""Where a write route runs (app/storage/route.py, app/core/write_threads.py), through HTTP
+against the real app: SQLite's small writes in its write thread, every other write in a worker
+thread; the write thread's metrics, its queue's time limit, an error it cannot pass back, and
+its end when the database is disposed."""
 
 import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.core.migrations import upgrade
 from app.main import create_app
 from app.memory import service as memory_service
 from app.saves import service as saves_service
+from app.storage.route import SMALL_WRITE_BYTES
 from tests.conftest import client_for, create_key, make_settings
 from tests.helpers import import_save, seed_save
 
 WRITE_THREAD = "context-store-write"
 
 
-def _decision(number: int) -> dict[str, Any]:
-    return {"id": f"dec-{number}", "decision": "Keep it", "rationale": "Measured"}
+def _decision(number: int, rationale: str = "Measured") -> dict[str, Any]:
+    return {"id": f"dec-{number}", "decision": "Keep it", "rationale": rationale}
+
+
+def _post_decision(client: TestClient, project: str, number: int) -> int:
+    path = f"/v1/projects/{project}/memory/decisions"
+    return client.post(path, json=_decision(number)).status_code
 
 
 @pytest.fixture
@@ -41,16 +51,25 @@ def threads_seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str
     yield seen
 
 
-def test_a_write_runs_in_a_write_thread_and_a_save_import_in_a_worker(
+def test_small_writes_run_in_sqlites_write_thread_and_the_rest_in_worker_threads(
     client, project, threads_seen
 ):
-    created = client.post(f"/v1/projects/{project}/memory/decisions", json=_decision(1))
-    assert created.status_code == 201, created.text
+    sqlite = client.app.state.database.write_thread is not None
+    path = f"/v1/projects/{project}/memory/decisions"
+    assert client.post(path, json=_decision(1)).status_code == 201
+    # A body over the limit is parsed and redacted in a worker thread, outside the queue.
+    large = _decision(2, rationale="x" * SMALL_WRITE_BYTES)
+    assert client.post(path, json=large).status_code == 201
     assert import_save(client, project, seed_save()).status_code == 201
-    assert [name.startswith(WRITE_THREAD) for name in threads_seen["decision"]] == [True]
-    # The import parses and redacts its large body before its write: not in the queue of the
-    # writes behind it.
+    in_write_thread = [name.startswith(WRITE_THREAD) for name in threads_seen["decision"]]
+    assert in_write_thread == [sqlite, False]
     assert [name.startswith(WRITE_THREAD) for name in threads_seen["save"]] == [False]
+
+
+def _sqlite_app(tmp_path: Path, **settings: Any) -> FastAPI:
+    url = f"sqlite:///{tmp_path / 'writes.db'}"
+    upgrade(url)
+    return create_app(make_settings(url, **settings))
 
 
 def _gauge(scraper: TestClient, name: str) -> float:
@@ -60,9 +79,9 @@ def _gauge(scraper: TestClient, name: str) -> float:
     return float(found.group(1))
 
 
-def test_metrics_count_the_writes_running_and_queued(database_url, monkeypatch):
-    # One write thread on either database: the second write waits for the first.
-    settings = make_settings(database_url, worker_threads=1)
+@pytest.fixture
+def held_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Decision appends wait, inside their write, until the event is set."""
     release = threading.Event()
     original = memory_service.create_item
 
@@ -71,35 +90,102 @@ def test_metrics_count_the_writes_running_and_queued(database_url, monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(memory_service, "create_item", held)
-    with TestClient(create_app(settings)) as scraper:
-        assert _gauge(scraper, "context_store_write_threads_limit") == 1
-        client = client_for(scraper.app, create_key(scraper.app, "t-write-threads"))
+    yield release
+    release.set()
+
+
+def test_sqlite_write_thread_metrics_count_the_write_running_and_those_queued(
+    tmp_path, held_writes
+):
+    with TestClient(_sqlite_app(tmp_path)) as scraper:
+        client = client_for(scraper.app, create_key(scraper.app, "t-write-thread"))
         answers: list[int] = []
-
-        def append(number: int) -> None:
-            path = "/v1/projects/queued/memory/decisions"
-            answers.append(client.post(path, json=_decision(number)).status_code)
-
-        senders = [threading.Thread(target=append, args=(n,)) for n in (1, 2)]
+        senders = [
+            threading.Thread(target=lambda n=n: answers.append(_post_decision(client, "q", n)))
+            for n in (1, 2, 3)
+        ]
         for sender in senders:
             sender.start()
         try:
             deadline = time.monotonic() + 30
-            while _gauge(scraper, "context_store_write_threads_waiting") != 1:
-                assert time.monotonic() < deadline, "the queued write was never counted"
+            while _gauge(scraper, "context_store_write_thread_waiting") != 2:
+                assert time.monotonic() < deadline, "the queued writes were never counted"
                 time.sleep(0.05)
-            assert _gauge(scraper, "context_store_write_threads_busy") == 1
+            assert _gauge(scraper, "context_store_write_thread_busy") == 1
         finally:
-            release.set()
+            held_writes.set()
             for sender in senders:
                 sender.join()
-        assert answers == [201, 201]
-        assert _gauge(scraper, "context_store_write_threads_busy") == 0
-        assert _gauge(scraper, "context_store_write_threads_waiting") == 0
+        assert answers == [201, 201, 201]
+        assert _gauge(scraper, "context_store_write_thread_busy") == 0
+        assert _gauge(scraper, "context_store_write_thread_waiting") == 0
+
+
+def test_sqlite_writes_queued_behind_a_held_writer_are_refused_within_the_pool_timeout(tmp_path):
+    """A write waits for the write thread at most ``db_pool_timeout_seconds``, then 503, as it
+    would for the writer's connection: writes queued behind a held writer are refused together,
+    not one pool timeout after another."""
+    timeout = 1.0
+    app = _sqlite_app(tmp_path, db_pool_timeout_seconds=timeout)
+    with TestClient(app):
+        client = client_for(app, create_key(app, "t-held-writer"))
+        answers: list[int] = []
+        senders = [
+            threading.Thread(target=lambda n=n: answers.append(_post_decision(client, "h", n)))
+            for n in range(4)
+        ]
+        with app.state.database.writer.connect():  # the writer's one connection, held
+            started = time.monotonic()
+            for sender in senders:
+                sender.start()
+            for sender in senders:
+                sender.join()
+            took = time.monotonic() - started
+    assert answers == [503] * 4
+    # The first waits a timeout for the connection; one queued meanwhile may then wait as
+    # long again; later ones are refused as their turn comes. One after another: 4 s.
+    assert took < 3 * timeout, f"the queued writes took {took:.1f} s to be refused"
+
+
+def test_a_write_that_raises_stop_iteration_answers_500(app, project, monkeypatch):
+    """asyncio cannot pass StopIteration from a thread to the request: it would never end."""
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise StopIteration
+
+    monkeypatch.setattr(memory_service, "create_item", broken)
+    client = client_for(app, create_key(app, "t-stop"), raise_server_exceptions=False)
+    answers: list[int] = []
+    sender = threading.Thread(target=lambda: answers.append(_post_decision(client, project, 1)))
+    sender.start()
+    sender.join(30)
+    assert not sender.is_alive(), "the request never ended"
+    assert answers == [500]
+
+
+def test_sqlite_dispose_waits_for_the_running_write(tmp_path, held_writes):
+    app = _sqlite_app(tmp_path)
+    with TestClient(app):
+        client = client_for(app, create_key(app, "t-dispose"))
+        answers: list[int] = []
+        sender = threading.Thread(target=lambda: answers.append(_post_decision(client, "d", 1)))
+        sender.start()
+        database = app.state.database
+        deadline = time.monotonic() + 30
+        while database.write_thread.busy != 1:
+            assert time.monotonic() < deadline, "the write never started"
+            time.sleep(0.01)
+        disposer = threading.Thread(target=database.dispose)
+        disposer.start()
+        disposer.join(0.5)
+        assert disposer.is_alive(), "the database was disposed under a running write"
+        held_writes.set()
+        disposer.join(30)
+        sender.join(30)
+        assert answers == [201]
 
 
 def test_a_database_disposed_and_used_again_still_writes(app, client, project):
     """As its engines do: the app's lifespan may end and start again over one database."""
     app.state.database.dispose()
-    created = client.post(f"/v1/projects/{project}/memory/decisions", json=_decision(2))
-    assert created.status_code == 201, created.text
+    assert _post_decision(client, project, 3) == 201
