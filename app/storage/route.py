@@ -41,7 +41,7 @@ SMALL_WRITE_BYTES = 64 * 1024
 @dataclass(frozen=True)
 class Writes:
     """The calling tenant's writes, and the request's Idempotency-Key (None without one); the
-    write thread its route runs in (None: a worker thread)."""
+    write thread a ``WriteRoute`` runs its endpoint in (None: a worker thread)."""
 
     database: Database
     tenant: str
@@ -79,15 +79,15 @@ class Writes:
         return self.run(project, change)
 
 
-# Coroutines, though they do no I/O: FastAPI runs a plain function dependency in a thread of
-# its own, a hop a request should not pay for this.
-
-
 def _write_thread(request: Request, database: Database) -> WriteThread | None:
     """The database's write thread (SQLite's) for a write whose body is small, else None."""
     if database.write_thread is None or received_size(request) > SMALL_WRITE_BYTES:
         return None
     return database.write_thread
+
+
+# Coroutines, though they do no I/O: FastAPI runs a plain function dependency in a thread of
+# its own, a hop a request should not pay for this.
 
 
 async def _writes(request: Request, principal: Writer) -> Writes:
