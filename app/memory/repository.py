@@ -1,5 +1,5 @@
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -20,9 +20,11 @@ from sqlmodel.sql.expression import SelectOfScalar
 from app.core.db import DriverStatement, table_of
 from app.core.pagination import SortKey, ordering, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
-from app.storage.repository import ProjectScopedRepository
+from app.storage.repository import ProjectScopedRepository, prebuilt
 
 NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
+# By the names of the columns an append writes (``ItemRepository.append``).
+_APPENDS: dict[frozenset[str], DriverStatement] = {}
 WORD = re.compile(r"\w+")
 
 
@@ -40,10 +42,10 @@ class ItemFilter:
 
 
 @dataclass(frozen=True)
-class NewItemContext:
-    id_taken: bool
-    position: int
-    features_completed: int
+class AppendedItem:
+    """What the INSERT of a new item read as it wrote, for its response: the file's style
+    (None: never written)."""
+
     style: str | None
 
 
@@ -77,31 +79,40 @@ class FileStyleRepository(ProjectScopedRepository[MemoryFileStyle]):
         return dict(self.session.exec(statement).all())
 
 
-def _new_item_context_statement() -> Any:
-    items, summaries, styles = (
-        table_of(MemoryItem).c,
-        table_of(MemorySummary).c,
-        table_of(MemoryFileStyle).c,
+def _append_statement(names: frozenset[str]) -> DriverStatement:
+    """A new item's INSERT at the end of its kind's list, of the columns ``names`` (its
+    project, kind and id among them), unless the kind holds its id already: the next position,
+    the features completed so far (its ``features_mark``) and the file's style read in the same
+    statement. Appends are the hot path: one statement is one round trip to PostgreSQL, where a
+    SELECT before the INSERT was a second. Built on the tables, not the ORM classes, whose
+    bulk-insert path around one row cost as much again as the statement."""
+    items = table_of(MemoryItem)
+    summaries, styles, column = table_of(MemorySummary).c, table_of(MemoryFileStyle).c, items.c
+    values = {name: bindparam(name, type_=column[name].type) for name in sorted(names)}
+    project_id, kind = values["project_id"], values["kind"]
+    of_kind = (column.project_id == project_id, column.kind == kind)
+    next_position = sqlalchemy.select(func.coalesce(func.max(column.position) + 1, 0)).where(
+        *of_kind
     )
-    project_id: BindParameter[int] = bindparam("project_id")
-    kind: BindParameter[str] = bindparam("kind")
-    of_kind = (items.project_id == project_id, items.kind == kind)
-    return sqlalchemy.select(
-        sqlalchemy.select(items.id).where(*of_kind, items.item_id == bindparam("item_id")).exists(),
-        sqlalchemy.select(func.max(items.position)).where(*of_kind).scalar_subquery(),
-        sqlalchemy.select(summaries.total_features_completed)
-        .where(summaries.project_id == project_id)
-        .scalar_subquery(),
-        sqlalchemy.select(styles.style)
-        .where(styles.project_id == project_id, styles.kind == kind)
-        .scalar_subquery(),
+    completed = sqlalchemy.select(summaries.total_features_completed).where(
+        summaries.project_id == project_id
+    )
+    id_taken = sqlalchemy.select(column.id).where(*of_kind, column.item_id == values["item_id"])
+    style = sqlalchemy.select(styles.style).where(
+        styles.project_id == project_id, styles.kind == kind
+    )
+    new_row = sqlalchemy.select(
+        *values.values(),
+        next_position.scalar_subquery(),
+        func.coalesce(completed.scalar_subquery(), 0),
+    ).where(~id_taken.exists())
+    return DriverStatement(
+        sqlalchemy.insert(items)
+        .from_select([*values, "position", "features_mark"], new_row)
+        .returning(style.scalar_subquery())
     )
 
 
-# Appends are the hot path: their statements are built once, on the tables (not the ORM
-# classes, whose bulk-insert path around one row cost as much again), and run on the session's
-# connection with their values bound per call (the item's own INSERT: ``create``).
-NEW_ITEM_CONTEXT = DriverStatement(_new_item_context_statement())
 # The first entry from the top of the index, whatever the planner's statistics say (a max()
 # over rows it takes for few is read whole).
 HIGHEST_ID_NUMBER = DriverStatement(
@@ -207,18 +218,16 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         )
         return list(self.session.exec(statement))
 
-    def new_item_context(self, project_id: int, kind: str, item_id: str) -> NewItemContext:
-        """What a new item needs to know, in one statement: whether its id is taken, the next
-        position, the features completed so far, the file's style."""
-        parameters = {"project_id": project_id, "kind": kind, "item_id": item_id}
-        connection = self.connection()
-        ((taken, highest, completed, style),) = NEW_ITEM_CONTEXT.rows(connection, parameters)
-        return NewItemContext(
-            id_taken=bool(taken),
-            position=0 if highest is None else highest + 1,
-            features_completed=completed or 0,
-            style=style,
-        )
+    def append(self, columns: Mapping[str, Any]) -> AppendedItem | None:
+        """A new item of ``columns`` (every column but its id, position, features mark and
+        ``archived_at``) at the end of its kind's list, in one statement; None, and nothing
+        written, when its kind holds its ``item_id`` already."""
+        statement = prebuilt(_APPENDS, _append_statement, columns)
+        appended = statement.rows(self.connection(), columns)
+        if not appended:
+            return None
+        ((style,),) = appended
+        return AppendedItem(style=style)
 
     def highest_id_number(self, project_id: int, kind: str) -> int | None:
         """The highest ``id_number`` of the kind's items: one read of its index."""

@@ -328,20 +328,11 @@ def create_item(write: Write, kind: ItemKind, raw: bytes) -> CreatedItem:
         filled.append(jsondoc.pointer(time_key))
     if faults := codec.check_item(document, kind):
         raise InvalidDocument(f"The {kind.value} does not follow seed 004's format.", faults)
-    context = repository.new_item_context(write.project_id, kind.value, document["id"])
-    if context.id_taken:
-        raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
     stored = _stored_values(kind, document)
-    # Every column but its id (the database's) and archived_at (a new item is not).
-    repository.create(
-        stored
-        | {
-            "project_id": write.project_id,
-            "position": context.position,
-            "features_mark": context.features_completed,
-        }
-    )
-    fields = _public_fields(stored, document, _file_style(context.style), now_ms())
+    appended = repository.append(stored | {"project_id": write.project_id})
+    if appended is None:
+        raise Conflict(f"A {kind.value} with id {document['id']!r} exists; PATCH or PUT it.")
+    fields = _public_fields(stored, document, _file_style(appended.style), now_ms())
     return CreatedItem(fields | {"filled": filled}, stored["etag"])
 
 

@@ -108,7 +108,7 @@ class ProjectScopedRepository(Generic[RowT]):
         without the ORM's unit of work, which cost more than the statement; returns its id.
         ``columns`` are all the row has: only the database's own defaults fill in the rest,
         never the model's."""
-        statement = _prebuilt(self._inserts, self._insert_of, columns)
+        statement = prebuilt(self._inserts, self._insert_of, columns)
         ((row_id,),) = statement.rows(self.connection(), columns)
         return int(row_id)
 
@@ -118,7 +118,7 @@ class ProjectScopedRepository(Generic[RowT]):
         as its stored ones, so that the commit has nothing more to write. The row must still be
         there (the write holds it locked): if not, ``StaleDataError``, as the ORM's flush
         raises, rather than a change silently lost."""
-        statement = _prebuilt(self._updates, self._update_of, columns)
+        statement = prebuilt(self._updates, self._update_of, columns)
         row_id = row.id  # type: ignore[attr-defined]  # every project-scoped table has its id
         if not statement.rows(self.connection(), {"row_id": row_id, **columns}):
             raise StaleDataError(f"{self.model.__name__} {row_id} was not there to update")
@@ -145,7 +145,7 @@ class ProjectScopedRepository(Generic[RowT]):
         self.session.flush()
 
 
-def _prebuilt(
+def prebuilt(
     statements: dict[frozenset[str], DriverStatement],
     build: Callable[[frozenset[str]], DriverStatement],
     columns: Mapping[str, Any],

@@ -75,6 +75,36 @@ def test_small_appends_make_no_orm_session(client, project):
     assert len(begun) > appended
 
 
+def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(
+    client, project, engine
+):
+    """The item's INSERT reads its position, the features completed and the file's style as it
+    writes, and writes nothing when the id is taken: no SELECT before it (a round trip to
+    PostgreSQL). What it read is what a list of the items shows."""
+    path = f"/v1/projects/{project}/memory/decisions"
+    assert client.post(path, json={"id": "dec-001", "decision": "first"}).status_code == 201
+    sent: list[str] = []
+
+    def record(_c: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement.split(None, 3)[:3])
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        second = client.post(path, json={"id": "dec-002", "decision": "second"})
+        written = len(sent)
+        taken = client.post(path, json={"id": "dec-002", "decision": "again"})
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert second.status_code == 201, second.text
+    assert_problem(taken, 409)
+    statements = [" ".join(words) for words in sent]
+    project_lock = "INSERT INTO projects"
+    assert statements[:written] == [project_lock, "INSERT INTO memory_items"]
+    assert statements[written:] == [project_lock, "INSERT INTO memory_items"]
+    exported = client.get(f"/v1/projects/{project}/memory/files/key-decisions.json")
+    assert [item["id"] for item in exported.json()] == ["dec-001", "dec-002"]  # positions
+
+
 def _clients(app, tenant: str, count: int):
     key = create_key(app, tenant)
     return [client_for(app, key) for _ in range(count)]
