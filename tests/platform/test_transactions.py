@@ -75,9 +75,7 @@ def test_small_appends_make_no_orm_session(client, project):
     assert len(begun) > appended
 
 
-def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(
-    client, project, engine
-):
+def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(client, project):
     """The item's INSERT reads its position, the features completed and the file's style as it
     writes, and writes nothing when the id is taken: no SELECT before it (a round trip to
     PostgreSQL). What it read is what a list of the items shows."""
@@ -88,6 +86,9 @@ def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(
     def record(_c: object, _cursor: object, statement: str, *_args: object) -> None:
         sent.append(statement.split(None, 3)[:3])
 
+    # The app's engine now: another test may have run the app's lifespan again, and made new
+    # engines, since the session's ``engine`` fixture was taken.
+    engine = client.app.state.database.writer
     event.listen(engine, "before_cursor_execute", record)
     try:
         second = client.post(path, json={"id": "dec-002", "decision": "second"})
