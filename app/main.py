@@ -6,7 +6,6 @@ from contextlib import asynccontextmanager
 
 from anyio import to_thread
 from fastapi import FastAPI
-from sqlalchemy import Engine
 
 from app import (
     __version__,
@@ -17,7 +16,7 @@ from app.archive.router import router as archive_router
 from app.core.api_docs import document_api
 from app.core.auth_off import IgnoredKeyWarningMiddleware
 from app.core.config import AuthMode, Settings
-from app.core.db import Database, create_database
+from app.core.db import create_database
 from app.core.deps import KeyLookup, PrincipalCache
 from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
@@ -28,7 +27,6 @@ from app.core.metrics import Metrics
 from app.core.migrations import head_revision
 from app.core.rebinding import RebindingGuardMiddleware
 from app.core.sending import SendingMiddleware
-from app.core.write_threads import WriteThread
 from app.docs_catalog import DOMAINS, PATH_EXAMPLES
 from app.features.router import router as features_router
 from app.health.router import router as health_router
@@ -105,9 +103,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         wait_seconds=settings.archive_export_wait_seconds,
     )
     metrics = Metrics(
-        engines=lambda: _engines(app),
+        # None before the lifespan has created them.
+        database=lambda: getattr(app.state, "database", None),
         threads=lambda: getattr(app.state, "worker_threads", None),
-        write_thread=lambda: _write_thread(app),
         exports=app.state.archive_exports,
     )
     app.state.metrics = metrics
@@ -148,15 +146,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # and counted.
     app.add_middleware(RequestRecordMiddleware, metrics=metrics)
     return app
-
-
-def _write_thread(app: FastAPI) -> WriteThread | None:
-    """SQLite's write thread; none before the lifespan has created the database."""
-    database: Database | None = getattr(app.state, "database", None)
-    return database.write_thread if database is not None else None
-
-
-def _engines(app: FastAPI) -> dict[str, Engine]:
-    """The pools to report; none before the lifespan has created them."""
-    database: Database | None = getattr(app.state, "database", None)
-    return database.engines() if database is not None else {}

@@ -11,14 +11,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 from starlette.applications import Starlette
 from starlette.types import Scope
 
 from app.core.db import Database, ObservedQueuePool
 from app.core.limits import Turns
-from app.core.write_threads import WriteThread
 
 # By app, then by the route's id (routes define __eq__ and cannot be hashed); the app keeps
 # its routes, so an id stays valid as long as its entry does.
@@ -48,13 +46,14 @@ def route_template(scope: Scope) -> str:
 class PoolCollector(Collector):
     """Each engine's pool as it is at scrape time.
 
-    ``engines`` returns the pools to report by name, or nothing before the app has started.
+    ``database`` returns the app's database, whose pools are reported by name (None before the
+    app has started: nothing to report).
     SQLAlchemy counts the connections a pool has not opened yet as negative overflow; the
     overflow reported here is only the connections open beyond ``pool_size``.
     """
 
-    def __init__(self, engines: Callable[[], dict[str, Engine]]) -> None:
-        self.engines = engines
+    def __init__(self, database: Callable[[], Database | None]) -> None:
+        self.database = database
 
     def collect(self) -> Iterator[Metric]:
         families = {
@@ -82,7 +81,9 @@ class PoolCollector(Collector):
                 labels=["pool"],
             ),
         }
-        for name, engine in self.engines().items():
+        database = self.database()
+        engines = database.engines() if database is not None else {}
+        for name, engine in engines.items():
             pool = engine.pool
             if not isinstance(pool, QueuePool):
                 continue
@@ -103,11 +104,11 @@ class QueueCollector(Collector):
     def __init__(
         self,
         threads: Callable[[], CapacityLimiter | None],
-        write_thread: Callable[[], WriteThread | None],
+        database: Callable[[], Database | None],
         exports: Turns,
     ) -> None:
         self.threads = threads
-        self.write_thread = write_thread
+        self.database = database
         self.exports = exports
 
     def collect(self) -> Iterator[Metric]:
@@ -128,7 +129,8 @@ class QueueCollector(Collector):
                 "Requests waiting for a worker thread.",
                 value=statistics.tasks_waiting,
             )
-        if (write_thread := self.write_thread()) is not None:
+        database = self.database()
+        if database is not None and (write_thread := database.write_thread) is not None:
             yield GaugeMetricFamily(
                 "context_store_write_thread_busy",
                 "SQLite's write thread: 1 while it runs a write.",
@@ -156,9 +158,8 @@ class Metrics:
 
     def __init__(
         self,
-        engines: Callable[[], dict[str, Engine]],
+        database: Callable[[], Database | None],
         threads: Callable[[], CapacityLimiter | None],
-        write_thread: Callable[[], WriteThread | None],
         exports: Turns,
     ) -> None:
         self.registry = CollectorRegistry()
@@ -193,8 +194,8 @@ class Metrics:
             "WAL checkpoints made by the checkpoint thread (SQLite), outside any request.",
             registry=self.registry,
         )
-        self.registry.register(PoolCollector(engines))
-        self.registry.register(QueueCollector(threads, write_thread, exports))
+        self.registry.register(PoolCollector(database))
+        self.registry.register(QueueCollector(threads, database, exports))
         # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
         # lock at every call, and the series are few (methods, routes, statuses).
         self._in_progress: dict[str, Gauge] = {}

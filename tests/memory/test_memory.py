@@ -171,6 +171,7 @@ def test_created_items_get_an_id_and_a_time_and_join_the_file(client, project):
         "feature_id": "f-2",
         "timestamp": body["timestamp"],
     }
+    assert body["item"] == exported[-1]  # the answer in the file's style too
     assert_problem(_post(client, project, "decisions", {"id": "dec-002", "decision": "x"}), 409)
 
 

@@ -84,7 +84,7 @@ def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(clie
     sent: list[str] = []
 
     def record(_c: object, _cursor: object, statement: str, *_args: object) -> None:
-        sent.append(statement.split(None, 3)[:3])
+        sent.append(" ".join(statement.split()[:3]))  # "INSERT INTO <table>"
 
     # The app's engine now: another test may have run the app's lifespan again, and made new
     # engines, since the session's ``engine`` fixture was taken.
@@ -98,10 +98,9 @@ def test_a_memory_item_is_appended_in_one_statement_after_the_projects_lock(clie
         event.remove(engine, "before_cursor_execute", record)
     assert second.status_code == 201, second.text
     assert_problem(taken, 409)
-    statements = [" ".join(words) for words in sent]
     project_lock = "INSERT INTO projects"
-    assert statements[:written] == [project_lock, "INSERT INTO memory_items"]
-    assert statements[written:] == [project_lock, "INSERT INTO memory_items"]
+    assert sent[:written] == [project_lock, "INSERT INTO memory_items"]
+    assert sent[written:] == [project_lock, "INSERT INTO memory_items"]
     exported = client.get(f"/v1/projects/{project}/memory/files/key-decisions.json")
     assert [item["id"] for item in exported.json()] == ["dec-001", "dec-002"]  # positions
 

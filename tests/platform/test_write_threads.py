@@ -64,6 +64,9 @@ def test_small_writes_run_in_sqlites_write_thread_and_the_rest_in_worker_threads
     in_write_thread = [name.startswith(WRITE_THREAD) for name in threads_seen["decision"]]
     assert in_write_thread == [sqlite, False]
     assert [name.startswith(WRITE_THREAD) for name in threads_seen["save"]] == [False]
+    # Its gauges, where there is one.
+    metrics = TestClient(client.app).get("/metrics").text
+    assert ("context_store_write_thread_busy" in metrics) is sqlite
 
 
 def _sqlite_app(tmp_path: Path, **settings: Any) -> FastAPI:
