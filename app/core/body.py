@@ -12,10 +12,12 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
-from starlette.types import Receive, Scope
+from starlette.types import Receive
+from starlette.types import Scope as AsgiScope
 
-from app.core.deps import authenticated, needs_key
+from app.core.deps import authenticated, authorize, required_scope
 from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
+from app.core.security import Scope
 from app.formats import gzip as gzip_format
 
 JSON_MEDIA_TYPE = "application/json"
@@ -38,7 +40,7 @@ def has_body(request: Request) -> bool:
 class DecodedRequest(Request):
     """A request whose ``body()`` enforces the route's limit and undoes gzip."""
 
-    def __init__(self, scope: Scope, receive: Receive, limit: int) -> None:
+    def __init__(self, scope: AsgiScope, receive: Receive, limit: int) -> None:
         super().__init__(scope, receive)
         self.limit = limit
 
@@ -117,12 +119,18 @@ def _reads_its_body(endpoint: Callable[..., Any]) -> bool:
     return any(parameter.annotation is DecodedRequest for parameter in parameters)
 
 
-def _needs_key(dependant: Dependant) -> bool:
-    return needs_key(dependant.call) or any(_needs_key(sub) for sub in dependant.dependencies)
+def required_scopes(dependant: Dependant) -> set[Scope]:
+    """The scopes a route's dependencies require, at any depth."""
+    own = required_scope(dependant.call)
+    found = set() if own is None else {own}
+    for sub in dependant.dependencies:
+        found |= required_scopes(sub)
+    return found
 
 
 class ContextStoreRoute(APIRoute):
-    """Body limit ``max_body_bytes``; accepts the media types the route documents."""
+    """Body limit ``max_body_bytes``; accepts the media types the route documents; checks the
+    key and its scopes first."""
 
     body_limit_setting = "max_body_bytes"
 
@@ -135,7 +143,9 @@ class ContextStoreRoute(APIRoute):
             self.accepted_media_types = frozenset({JSON_MEDIA_TYPE})
         else:
             self.accepted_media_types = frozenset()
-        self.authenticated = _needs_key(self.dependant)
+        # In ``Scope``'s order, so that a key lacking several is told of the same one each time.
+        self.scopes: tuple[Scope, ...] = ()
+        self.require_scopes(required_scopes(self.dependant))
         if not self.accepted_media_types and _reads_its_body(self.endpoint):
             # The handler below reads a body only for a route that declares one; undeclared,
             # ``received`` would fail on every request.
@@ -143,6 +153,17 @@ class ContextStoreRoute(APIRoute):
                 f"{self.path} takes a DecodedRequest but declares no request body: give it "
                 "openapi_extra=raw_body(...)"
             )
+
+    def require_scopes(self, scopes: set[Scope]) -> None:
+        """Add to the scopes a request's key must have (a route class whose endpoints take
+        what a scope guards without declaring its dependency: ``WriteRoute``)."""
+        wanted = set(self.scopes) | scopes
+        self.scopes = tuple(scope for scope in Scope if scope in wanted)
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether a request needs a key (the OpenAPI document's security, app/core/api_docs)."""
+        return bool(self.scopes)
 
     def accepts(self, media_type: str | None) -> bool:
         if media_type is None:
@@ -158,12 +179,18 @@ class ContextStoreRoute(APIRoute):
         async def decoded_body_handler(request: Request) -> Response:
             limit: int = getattr(request.app.state.settings, setting)
             decoded = DecodedRequest(request.scope, request.receive, limit)
+            if self.scopes:
+                # Who is asking, and whether they may, come first: an anonymous client or a
+                # key without the scope gets its 401 or 403 before the server buffers or
+                # inflates anything it sent, or checks any other part of the request. Here
+                # rather than by each dependency that needs it, which FastAPI would resolve
+                # at a level of its own: a write route's dependencies need none
+                # (app/storage/route.py).
+                principal = await authenticated(decoded)
+                for scope in self.scopes:
+                    authorize(principal, scope)
             if self.accepted_media_types:
                 if has_body(request):
-                    if self.authenticated:
-                        # Who is asking comes first: an anonymous client gets its 401 before
-                        # the server buffers or inflates anything it sent.
-                        await authenticated(decoded)
                     media_type = media_type_of(request)
                     if not self.accepts(media_type):
                         raise UnsupportedMediaType(

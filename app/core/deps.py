@@ -236,23 +236,30 @@ async def authenticated(request: Request) -> Principal:
     return await run_in_threadpool(_look_up, request, secret)
 
 
-# The scope dependencies (``Reader``, ``Writer``, ``Admin``): a route that declares one, itself
-# or through another dependency, needs a key.
-_KEYED: set[Callable[..., object]] = set()
+# The scope each scope dependency (``Reader``, ``Writer``, ``Admin``) requires. A route that
+# declares one, itself or through another dependency, needs a key with that scope; its route
+# class (``app/core/body.py``) checks both before anything else of the request.
+_SCOPE_OF: dict[Callable[..., object], Scope] = {}
 
 
-def needs_key(dependency: Callable[..., object] | None) -> bool:
-    return dependency in _KEYED
+def required_scope(dependency: Callable[..., object] | None) -> Scope | None:
+    """The scope ``dependency`` requires (None: it is not a scope dependency)."""
+    return None if dependency is None else _SCOPE_OF.get(dependency)
+
+
+def authorize(principal: Principal, scope: Scope) -> Principal:
+    """``principal``, when its key has ``scope``; else 403."""
+    if scope not in principal.scopes:
+        raise Forbidden(f"This key lacks the {scope.value!r} scope.")
+    return principal
 
 
 def _requires(scope: Scope) -> object:
+    # Checks on its own too: a dependency must not rely on the route class it is used under.
     async def dependency(request: Request) -> Principal:
-        principal = await authenticated(request)
-        if scope not in principal.scopes:
-            raise Forbidden(f"This key lacks the {scope.value!r} scope.")
-        return principal
+        return authorize(await authenticated(request), scope)
 
-    _KEYED.add(dependency)
+    _SCOPE_OF[dependency] = scope
     return Depends(dependency)
 
 

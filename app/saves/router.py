@@ -3,7 +3,6 @@ from typing import Annotated
 from fastapi import Query, Request, Response
 
 from app.core.body import (
-    BulkBodyRoute,
     DecodedRequest,
     decompress_body,
     raw_body,
@@ -22,7 +21,7 @@ from app.formats.gzip import is_gzip
 from app.saves import service
 from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
-from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
+from app.storage.route import BulkWriteRoute, IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=WriteRoute)
@@ -178,5 +177,5 @@ router.add_api_route(
     status_code=201,
     response_model=SaveReceipt,
     openapi_extra=raw_body("application/json", "application/gzip", schema={"type": "object"}),
-    route_class_override=BulkBodyRoute,
+    route_class_override=BulkWriteRoute,
 )

@@ -6,7 +6,8 @@ On SQLite, a write route's endpoint (a ``WriteRoute``'s, sync) runs whole in the
 thread (``app/core/write_threads.py``) when its body is small (``SMALL_WRITE_BYTES``); a write
 with a larger body runs in a worker thread, as every write does on PostgreSQL, so that its parse
 and redaction do not hold up the writes queued behind it (they wait only for the writer's
-connection, while it writes). A save's import (``BulkBodyRoute``) always runs in a worker thread.
+connection, while it writes). A save's import (``BulkWriteRoute``) always runs in a worker
+thread.
 
 The commit happens before the response is sent: a client never sees a 2xx for a change that
 then failed to commit.
@@ -16,15 +17,15 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, get_origin
 
-from fastapi import Depends, Request, Response
+from fastapi import Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from app.core.body import ContextStoreRoute, received_size
+from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
-from app.core.deps import Writer, get_database
-from app.core.write_threads import WriteThread
+from app.core.deps import authenticated, get_database
+from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
 
@@ -40,13 +41,11 @@ SMALL_WRITE_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class Writes:
-    """The calling tenant's writes, and the request's Idempotency-Key (None without one); the
-    write thread a ``WriteRoute`` runs its endpoint in (None: a worker thread)."""
+    """The calling tenant's writes, and the request's Idempotency-Key (None without one)."""
 
     database: Database
     tenant: str
     idempotency: Idempotency | None = None
-    thread: WriteThread | None = None
 
     def run(self, project: str, change: Change, *, create: bool = True) -> Response:
         """Lock the project, replay the key's first response or claim the key, apply the
@@ -79,72 +78,127 @@ class Writes:
         return self.run(project, change)
 
 
-def _write_thread(request: Request, database: Database) -> WriteThread | None:
-    """The database's write thread (SQLite's) for a write whose body is small, else None."""
-    if database.write_thread is None or received_size(request) > SMALL_WRITE_BYTES:
-        return None
-    return database.write_thread
+@dataclass(frozen=True)
+class _TakesWrites:
+    """Marks the endpoint parameter a ``WriteRoute`` hands the request's ``Writes``."""
+
+    idempotent: bool
 
 
-# Coroutines, though they do no I/O: FastAPI runs a plain function dependency in a thread of
-# its own, a hop a request should not pay for this.
-
-
-async def _writes(request: Request, principal: Writer) -> Writes:
-    database = get_database(request)
-    return Writes(database, principal.tenant, thread=_write_thread(request, database))
-
-
-# The key's check is a dependency of its own (``Writer``), not a call in here: FastAPI validates
-# a dependency's own parameters (the Idempotency-Key header) before calling it, so that only a
-# sub-dependency answers an anonymous or read-only client with 401 or 403 before a bad
-# header's 422.
-async def _idempotent_writes(
-    request: Request, principal: Writer, idempotency_key: IdempotencyKey = None
-) -> Writes:
-    idempotency = await idempotency_of(request, principal, idempotency_key)
-    database = get_database(request)
-    return Writes(database, principal.tenant, idempotency, _write_thread(request, database))
-
-
-WritesDep = Annotated[Writes, Depends(_writes)]
+WritesDep = Annotated[Writes, _TakesWrites(idempotent=False)]
 """For a route whose write takes no Idempotency-Key (PUT, PATCH, DELETE: idempotent by their
 nature, or guarded by If-Match)."""
-IdempotentWritesDep = Annotated[Writes, Depends(_idempotent_writes)]
+IdempotentWritesDep = Annotated[Writes, _TakesWrites(idempotent=True)]
 """For a POST that creates or appends: honours ``Idempotency-Key``."""
 
+# The parameters a ``WriteRoute`` adds in place of its endpoint's ``Writes``, for FastAPI to
+# fill: the request (when the endpoint takes none of its own) and the Idempotency-Key header.
+_REQUEST = "writes_request"
+_IDEMPOTENCY_KEY = "idempotency_key"
 
-def _writes_parameter(endpoint: Callable[..., Any]) -> str | None:
-    """The name of the endpoint's parameter that takes its ``Writes`` (None: it writes not)."""
+
+def _writes_parameter(endpoint: Callable[..., Any]) -> tuple[str, _TakesWrites] | None:
+    """The endpoint's parameter that takes its ``Writes``, and how (None: it writes not)."""
     for parameter in inspect.signature(endpoint, eval_str=True).parameters.values():
+        if get_origin(parameter.annotation) is Annotated:
+            for marker in parameter.annotation.__metadata__:
+                if isinstance(marker, _TakesWrites):
+                    return parameter.name, marker
+    return None
+
+
+def _request_parameter(parameters: list[inspect.Parameter]) -> str | None:
+    for parameter in parameters:
         annotation = parameter.annotation
-        if get_origin(annotation) is Annotated and get_args(annotation)[0] is Writes:
+        if isinstance(annotation, type) and issubclass(annotation, Request):
             return parameter.name
     return None
 
 
-def _in_write_thread(endpoint: Callable[..., Response], writes: str) -> Callable[..., Any]:
-    """``endpoint`` as a coroutine that runs it whole in its ``Writes``' thread, or else in a
-    worker thread as FastAPI runs a sync endpoint. FastAPI reads the parameters through
-    ``__wrapped__``."""
-
-    @functools.wraps(endpoint)
-    async def in_write_thread(**arguments: Any) -> Response:
-        thread: WriteThread | None = arguments[writes].thread
-        run: Callable[[], Response] = functools.partial(endpoint, **arguments)
-        if thread is None:
-            return await run_in_threadpool(run)
-        return await thread.run(run)
-
-    return in_write_thread
-
-
 class WriteRoute(ContextStoreRoute):
-    """A route whose sync endpoint takes the request's ``Writes`` runs it where they say
-    (``Writes.thread``); any other endpoint runs as ``ContextStoreRoute`` runs it."""
+    """A route whose endpoint takes the request's ``Writes`` (a ``WritesDep`` or
+    ``IdempotentWritesDep`` parameter), which the route makes and hands it, and which needs
+    a key with the ``write`` scope. The endpoint, sync, runs whole in SQLite's write thread when
+    the body is at most ``write_thread_bytes``, else in a worker thread. Any other endpoint
+    runs as ``ContextStoreRoute`` runs it.
+
+    ``Writes`` is not a FastAPI dependency: each level of dependencies FastAPI resolves costs a
+    request about 110,000 instructions (3.8% of a decision POST's, callgrind, 2026-11-26), and
+    a key's scope, the one thing a dependency of its own would order (a 401 or 403 before a bad
+    Idempotency-Key's 422), is checked by the route class before FastAPI reads anything."""
+
+    write_thread_bytes: int | None = SMALL_WRITE_BYTES
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         writes = _writes_parameter(endpoint)
-        if writes is not None and not inspect.iscoroutinefunction(endpoint):
-            endpoint = _in_write_thread(endpoint, writes)
+        if writes is not None:
+            endpoint = self._handing_writes(endpoint, *writes)
         super().__init__(path, endpoint, **kwargs)
+        if writes is not None:
+            self.require_scopes({Scope.write})
+
+    def _handing_writes(
+        self, endpoint: Callable[..., Response], name: str, takes: _TakesWrites
+    ) -> Callable[..., Any]:
+        """``endpoint`` as a coroutine that makes its ``Writes`` and runs it whole in their
+        thread, with the signature FastAPI reads in place of the endpoint's: the ``Writes``
+        parameter replaced by those it is made from. Keyword-only, since FastAPI passes every
+        argument by name and the added header has a default."""
+        if inspect.iscoroutinefunction(endpoint):
+            raise TypeError(f"{endpoint.__name__} takes Writes: it must be a sync function")
+        signature = inspect.signature(endpoint, eval_str=True)
+        parameters = list(signature.parameters.values())
+        request_name = _request_parameter(parameters)
+        added: list[inspect.Parameter] = []
+        if request_name is None:
+            added.append(
+                inspect.Parameter(_REQUEST, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
+            )
+        if takes.idempotent:
+            added.append(
+                inspect.Parameter(
+                    _IDEMPOTENCY_KEY,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=IdempotencyKey,
+                )
+            )
+        position = [parameter.name for parameter in parameters].index(name)
+        shown = [*parameters[:position], *added, *parameters[position + 1 :]]
+        write_thread_bytes = self.write_thread_bytes
+
+        @functools.wraps(endpoint)
+        async def handing_writes(**arguments: Any) -> Response:
+            request: Request = (
+                arguments.pop(_REQUEST) if request_name is None else arguments[request_name]
+            )
+            key: str | None = arguments.pop(_IDEMPOTENCY_KEY) if takes.idempotent else None
+            # Authenticated and authorized by the route class: the principal is the request's.
+            principal = await authenticated(request)
+            idempotency = await idempotency_of(request, principal, key)
+            database = get_database(request)
+            arguments[name] = Writes(database, principal.tenant, idempotency)
+            run: Callable[[], Response] = functools.partial(endpoint, **arguments)
+            thread = database.write_thread
+            if (
+                thread is None
+                or write_thread_bytes is None
+                or received_size(request) > write_thread_bytes
+            ):
+                return await run_in_threadpool(run)
+            return await thread.run(run)
+
+        handing_writes.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature, which FastAPI calls
+            parameters=[
+                parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in shown
+            ]
+        )
+        return handing_writes
+
+
+class BulkWriteRoute(WriteRoute, BulkBodyRoute):
+    """A write whose body may be large (a save's import): the bulk body limit, and its write
+    always in a worker thread, so that its parse and redaction never hold up the small writes
+    queued behind it."""
+
+    write_thread_bytes = None

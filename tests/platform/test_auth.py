@@ -338,3 +338,16 @@ def test_who_is_asking_comes_before_a_bad_idempotency_key(app: FastAPI, tenant, 
     assert_problem(client_for(app, None).post(url, headers=headers), 401)
     reader = client_for(app, create_key(app, tenant, Scope.read))
     assert_problem(reader.post(url, headers=headers), 403)
+
+
+def test_whether_the_key_may_comes_before_anything_else_of_the_request(app: FastAPI, tenant):
+    """A key without the route's scope gets its 403 before the body's media type (415), size
+    (413) or the path's own checks (422) are looked at, on a write route and a read route."""
+    reader = client_for(app, create_key(app, tenant, Scope.read))
+    decisions = "/v1/projects/p/memory/decisions"
+    assert_problem(reader.post(decisions, content=b"x", headers={"Content-Type": "text/plain"}), 403)
+    too_large = b"{" + b" " * app.state.settings.max_body_bytes + b"}"
+    assert_problem(reader.post(decisions, content=too_large), 403)
+    assert_problem(reader.post("/v1/projects/bad%20name/memory/decisions", json={}), 403)
+    writer = client_for(app, create_key(app, tenant, Scope.write))
+    assert_problem(writer.get("/v1/projects/bad%20name/memory/decisions"), 403)
