@@ -1,8 +1,10 @@
-"""Request bodies: size limits, gzip decoding and media types, for every route at once.
+"""Who may ask, and request bodies (size limits, gzip decoding and media types), for every
+route at once.
 
-Each router uses one of the route classes below. The limit is read from the settings at
-request time, counted on the bytes received and again on the bytes decompressed, and a body
-over it is a 413 problem before anything is parsed.
+Each router uses one of the route classes below. A route that needs a key checks it and its
+scopes first (401, 403). The limit is read from the settings at request time, counted on the
+bytes received and again on the bytes decompressed, and a body over it is a 413 problem before
+anything is parsed.
 """
 
 import inspect
@@ -182,10 +184,11 @@ class ContextStoreRoute(APIRoute):
             if self.scopes:
                 # Who is asking, and whether they may, come first: an anonymous client or a
                 # key without the scope gets its 401 or 403 before the server buffers or
-                # inflates anything it sent, or checks any other part of the request. Here
-                # rather than by each dependency that needs it, which FastAPI would resolve
-                # at a level of its own: a write route's dependencies need none
-                # (app/storage/route.py).
+                # inflates anything it sent, or checks any other part of the request. Here,
+                # so that a route need not declare a dependency for the order alone (FastAPI
+                # resolves each level of them on every request): a write route has none
+                # (app/storage/route.py). The scope dependencies check again, at the cost of
+                # a look at ``request.state``.
                 principal = await authenticated(decoded)
                 for scope in self.scopes:
                     authorize(principal, scope)

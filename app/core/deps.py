@@ -227,7 +227,8 @@ def _look_up(request: Request, secret: str) -> Principal:
 
 async def authenticated(request: Request) -> Principal:
     """The principal the request acts as (401 without a valid key), looked up once per request:
-    the route class calls this before reading a body, the dependency below reuses it."""
+    the route class calls this before anything else of the request, the dependencies below
+    and a write route's ``Writes`` reuse it."""
     known = _known_principal(request)
     if known is not None:
         return known

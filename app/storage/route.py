@@ -108,8 +108,11 @@ def _writes_parameter(endpoint: Callable[..., Any]) -> tuple[str, _TakesWrites] 
 
 
 def _request_parameter(parameters: list[inspect.Parameter]) -> str | None:
+    """The endpoint's parameter that FastAPI fills with the request (``Annotated`` or not)."""
     for parameter in parameters:
         annotation = parameter.annotation
+        if get_origin(annotation) is Annotated:
+            annotation = annotation.__origin__
         if isinstance(annotation, type) and issubclass(annotation, Request):
             return parameter.name
     return None
@@ -131,23 +134,31 @@ class WriteRoute(ContextStoreRoute):
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         writes = _writes_parameter(endpoint)
+        request_name: str | None = None
         if writes is not None:
-            endpoint = self._handing_writes(endpoint, *writes)
+            endpoint, request_name = self._handing_writes(endpoint, *writes)
         super().__init__(path, endpoint, **kwargs)
         if writes is not None:
+            # FastAPI fills one request parameter alone: it must be the one the wrapper reads.
+            if self.dependant.request_param_name != request_name:
+                raise TypeError(f"{path}: FastAPI fills another request parameter than Writes'")
             self.require_scopes({Scope.write})
 
     def _handing_writes(
         self, endpoint: Callable[..., Response], name: str, takes: _TakesWrites
-    ) -> Callable[..., Any]:
+    ) -> tuple[Callable[..., Any], str]:
         """``endpoint`` as a coroutine that makes its ``Writes`` and runs it whole in their
         thread, with the signature FastAPI reads in place of the endpoint's: the ``Writes``
         parameter replaced by those it is made from. Keyword-only, since FastAPI passes every
-        argument by name and the added header has a default."""
+        argument by name and the added header has a default. Also the name of the parameter
+        the request comes in."""
         if inspect.iscoroutinefunction(endpoint):
             raise TypeError(f"{endpoint.__name__} takes Writes: it must be a sync function")
         signature = inspect.signature(endpoint, eval_str=True)
         parameters = list(signature.parameters.values())
+        taken = {_REQUEST, _IDEMPOTENCY_KEY} & set(signature.parameters)
+        if taken:
+            raise TypeError(f"{endpoint.__name__}: {', '.join(sorted(taken))} is Writes' own")
         request_name = _request_parameter(parameters)
         added: list[inspect.Parameter] = []
         if request_name is None:
@@ -193,7 +204,7 @@ class WriteRoute(ContextStoreRoute):
                 parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY) for parameter in shown
             ]
         )
-        return handing_writes
+        return handing_writes, _REQUEST if request_name is None else request_name
 
 
 class BulkWriteRoute(WriteRoute, BulkBodyRoute):

@@ -345,7 +345,9 @@ def test_whether_the_key_may_comes_before_anything_else_of_the_request(app: Fast
     (413) or the path's own checks (422) are looked at, on a write route and a read route."""
     reader = client_for(app, create_key(app, tenant, Scope.read))
     decisions = "/v1/projects/p/memory/decisions"
-    assert_problem(reader.post(decisions, content=b"x", headers={"Content-Type": "text/plain"}), 403)
+    assert_problem(
+        reader.post(decisions, content=b"x", headers={"Content-Type": "text/plain"}), 403
+    )
     too_large = b"{" + b" " * app.state.settings.max_body_bytes + b"}"
     assert_problem(reader.post(decisions, content=too_large), 403)
     assert_problem(reader.post("/v1/projects/bad%20name/memory/decisions", json={}), 403)
