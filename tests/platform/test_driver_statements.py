@@ -1,7 +1,7 @@
 """``DriverStatement``: statements run on the driver's own cursor, one kept per connection."""
 
 import pytest
-from sqlalchemy import LargeBinary, bindparam, text
+from sqlalchemy import Integer, LargeBinary, Text, bindparam, func, literal, select, text
 from sqlalchemy.exc import DBAPIError
 
 from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement
@@ -87,3 +87,31 @@ _TEXT_OF_SIZE = {
     "sqlite": "SELECT printf('%.*c', :size, 'x')",
     "postgresql": "SELECT repeat('x', :size)",
 }
+
+
+def _typed_text_of_size(dialect: str) -> DriverStatement:
+    size = bindparam("size", type_=Integer)
+    made = {
+        "sqlite": func.printf("%.*c", size, literal("x"), type_=Text),
+        "postgresql": func.repeat(literal("x"), size, type_=Text),
+    }[dialect]
+    return DriverStatement(select(made.label("made"), bindparam("content", type_=LargeBinary)))
+
+
+def test_a_typed_statement_looks_at_its_text_and_bytes_for_a_large_value(app):
+    """A Core statement's values and columns of number types are not looked at (a decision's
+    append looked at 33 values, 8 of which can hold text or bytes): a large value in its bytes
+    parameter or in its text column still closes the cursor."""
+    cases = [(100, 100, True), (_KEPT_VALUE_BYTES + 1, 1, False), (1, _KEPT_VALUE_BYTES + 1, False)]
+    for made, sent, kept_after in cases:
+        with app.state.database.writer.connect() as connection:
+            info = connection.connection.info
+            statement = _typed_text_of_size(connection.dialect.name)
+            assert ONE.rows(connection, {}) == [(1,)]
+            kept = info[_DRIVER_CURSOR]
+            content = b"y" * sent
+            assert statement.rows(connection, {"size": made, "content": content}) == [
+                ("x" * made, content)
+            ]
+            assert (info.get(_DRIVER_CURSOR) is kept) is kept_after, (made, sent)
+            connection.rollback()
