@@ -1,7 +1,9 @@
 """Structured logs: one JSON object per line on stderr, and one line per request.
 
 The formatter is a few lines of our own rather than python-json-logger: it needs only
-``json.dumps`` of the record's fields, and owning it keeps the field names (``ts``, ``level``,
+orjson's ``dumps`` of the record's fields (``json.dumps`` took 8.5 µs of a request line's 45,
+orjson 0.6; 2.1% of a decision POST's instructions with the line, 2026-11-26), and owning it
+keeps the field names (``ts``, ``level``,
 ``logger``, ``message``, then whatever the call passed in ``extra``) fixed in one place.
 
 Each request gets an id: the client's ``X-Request-ID`` when it is a sane token, else a new one.
@@ -21,6 +23,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,12 +62,11 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return _ENCODER.encode(entry)
-
-
-# One encoder for every line: ``json.dumps`` with any option but the defaults builds a new one
-# per call.
-_ENCODER = json.JSONEncoder(default=str, ensure_ascii=False)
+        try:
+            return orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        except orjson.JSONEncodeError:
+            # An integer past 64 bits, which orjson refuses and ``json`` writes.
+            return json.dumps(entry, default=str, ensure_ascii=False)
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:

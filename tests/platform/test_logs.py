@@ -6,6 +6,7 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -125,6 +126,28 @@ def test_the_formatter_keeps_extra_fields_and_exceptions():
     line = json.loads(JsonFormatter().format(record))
     assert line["message"] == "failed x" and line["level"] == "ERROR" and line["route"] == "/r"
     assert "ValueError: boom" in line["exception"]
+
+
+def test_the_formatter_writes_any_extra_value_as_json():
+    """Whatever a library passes in ``extra``: keys that are not text, an integer past 64 bits
+    (which the fast encoder refuses), text beyond ASCII as it is, and objects as their ``str``."""
+    record = logging.LogRecord(
+        "context_store.test", logging.INFO, __file__, 1, "é %s", ("ü",), None
+    )
+    record.__dict__ |= {"counts": {1: "one"}, "big": 2**70, "thing": Path("/p")}
+    line = JsonFormatter().format(record)
+    assert "é ü" in line
+    assert json.loads(line) | {"ts": None} == {
+        "ts": None,
+        "level": "INFO",
+        "logger": "context_store.test",
+        "message": "é ü",
+        "counts": {"1": "one"},
+        "big": 2**70,
+        "thing": "/p",
+    }
+    del record.__dict__["big"]
+    assert json.loads(JsonFormatter().format(record))["counts"] == {"1": "one"}
 
 
 def test_database_errors_name_the_statement_but_not_its_values(app):
