@@ -180,10 +180,11 @@ _NEVER_LARGE = (
 )
 
 
-def _may_be_large(type_: TypeEngine[Any]) -> bool:
-    if isinstance(type_, TypeDecorator):
-        type_ = type_.impl_instance
-    return not isinstance(type_, _NEVER_LARGE)
+def _may_be_large(type_: TypeEngine[Any], dialect: Dialect) -> bool:
+    """By the type as the dialect has it (a variant resolved); a type decorator's may bind
+    anything, whatever its implementation's type."""
+    type_ = type_.dialect_impl(dialect)
+    return isinstance(type_, TypeDecorator) or not isinstance(type_, _NEVER_LARGE)
 
 
 def _is_large(value: Any) -> bool:
@@ -308,18 +309,29 @@ class _CompiledStatement:
         self._columns = list(getattr(statement, "exported_columns", ()))  # none in a TextClause
         # Where a value over the kept cursor's limit may be: the values' names (or positions)
         # and the result's positions of the types that may hold one (None: look at all).
+        # Named values are keyed by each bind's name as the driver takes it (``bind_names``:
+        # an anonymous bind's; escaped where the dialect escapes it).
         binds = self._compiled.binds
+        escaped = self._compiled.escaped_bind_names
         self.sized_values: list[Any] | None = (
-            [name for bind, name in self._compiled.bind_names.items() if _may_be_large(bind.type)]
+            [
+                escaped.get(name, name)
+                for bind, name in self._compiled.bind_names.items()
+                if _may_be_large(bind.type, dialect)
+            ]
             if positions is None
             else [
                 index
                 for index, name in enumerate(positions)
-                if name not in binds or _may_be_large(binds[name].type)
+                if name not in binds or _may_be_large(binds[name].type, dialect)
             ]
         )
         self.sized_columns: list[int] | None = (
-            [index for index, column in enumerate(self._columns) if _may_be_large(column.type)]
+            [
+                index
+                for index, column in enumerate(self._columns)
+                if _may_be_large(column.type, dialect)
+            ]
             if self._columns
             else None
         )

@@ -3,8 +3,8 @@
 The formatter is a few lines of our own rather than python-json-logger: it needs only
 orjson's ``dumps`` of the record's fields (``json.dumps`` took 8.5 µs of a request line's 45,
 orjson 0.6; 2.1% of a decision POST's instructions with the line, 2026-11-26), and owning it
-keeps the field names (``ts``, ``level``,
-``logger``, ``message``, then whatever the call passed in ``extra``) fixed in one place.
+keeps the field names (``ts``, ``level``, ``logger``, ``message``, then whatever the call
+passed in ``extra``) fixed in one place.
 
 Each request gets an id: the client's ``X-Request-ID`` when it is a sane token, else a new one.
 It is echoed in the response and carried by every line logged while the request runs. The
@@ -63,10 +63,19 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         try:
-            return orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+            return orjson.dumps(entry, default=str, option=_AS_JSON_WROTE_THEM).decode()
         except orjson.JSONEncodeError:
-            # An integer past 64 bits, which orjson refuses and ``json`` writes.
+            # What orjson refuses and ``json`` writes: an integer past 64 bits, a lone
+            # surrogate, nesting past 255 levels.
             return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+# A dataclass or a time in ``extra`` logged as its ``str``, as ``json.dumps(default=str)`` did:
+# orjson's own rendering of a dataclass would also show the fields its ``repr`` hides (a
+# secret among them).
+_AS_JSON_WROTE_THEM = (
+    orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+)
 
 
 def logging_config(level: str = "INFO") -> dict[str, Any]:

@@ -1,8 +1,11 @@
 """``DriverStatement``: statements run on the driver's own cursor, one kept per connection."""
 
+from typing import Any
+
 import pytest
 from sqlalchemy import Integer, LargeBinary, Text, bindparam, func, literal, select, text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.types import TypeDecorator
 
 from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement
 
@@ -96,6 +99,35 @@ def _typed_text_of_size(dialect: str) -> DriverStatement:
         "postgresql": func.repeat(literal("x"), size, type_=Text),
     }[dialect]
     return DriverStatement(select(made.label("made"), bindparam("content", type_=LargeBinary)))
+
+
+class _BytesOverInteger(TypeDecorator[bytes]):
+    """A decorator may bind anything, whatever its implementation's type."""
+
+    impl = Integer
+    cache_ok = True
+
+    def process_bind_param(self, value: bytes | None, dialect: object) -> bytes | None:
+        return value
+
+
+def test_a_large_value_given_and_not_returned_closes_the_cursor(app):
+    """A statement sent a large value in a bytes parameter, or through a type decorator, whose
+    result holds only a number: the value alone closes the cursor. (PostgreSQL casts a value
+    to its parameter's declared type: bytes over an integer only on SQLite.)"""
+    types: list[Any] = [LargeBinary()]
+    if app.state.database.writer.dialect.name == "sqlite":
+        types.append(_BytesOverInteger())
+    for type_ in types:
+        length = DriverStatement(select(func.length(bindparam("content", type_=type_))))
+        for size, kept_after in ((100, True), (_KEPT_VALUE_BYTES + 1, False)):
+            with app.state.database.writer.connect() as connection:
+                info = connection.connection.info
+                assert ONE.rows(connection, {}) == [(1,)]
+                kept = info[_DRIVER_CURSOR]
+                assert length.rows(connection, {"content": b"y" * size}) == [(size,)]
+                assert (info.get(_DRIVER_CURSOR) is kept) is kept_after, (type_, size)
+                connection.rollback()
 
 
 def test_a_typed_statement_looks_at_its_text_and_bytes_for_a_large_value(app):

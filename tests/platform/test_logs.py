@@ -6,6 +6,8 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,23 @@ def test_the_formatter_writes_any_extra_value_as_json():
     }
     del record.__dict__["big"]
     assert json.loads(JsonFormatter().format(record))["counts"] == {"1": "one"}
+
+
+@dataclass
+class _Credentials:
+    user: str
+    token: str = field(repr=False)
+
+
+def test_the_formatter_writes_a_dataclass_or_a_time_as_its_str():
+    """Never a dataclass's fields: one its ``repr`` hides may be a secret."""
+    record = logging.LogRecord("context_store.test", logging.INFO, __file__, 1, "m", (), None)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    record.__dict__ |= {"who": _Credentials("u", "cs_secret"), "at": moment}
+    line = JsonFormatter().format(record)
+    assert "cs_secret" not in line
+    assert json.loads(line)["who"] == "_Credentials(user='u')"
+    assert json.loads(line)["at"] == str(moment)
 
 
 def test_database_errors_name_the_statement_but_not_its_values(app):
