@@ -297,11 +297,20 @@ class _CompiledStatement:
     def __init__(self, statement: ReturnsRows | TextClause, dialect: Dialect) -> None:
         self._compiled = statement.compile(dialect=dialect)
         self.sql = self._compiled.string
-        positions = self._compiled.positiontup if dialect.positional else None
-        self._ordered = None if positions is None else _picker(positions)
+        # Each bind parameter under its name in the values ``construct_params`` makes: an
+        # anonymous bind's resolved, and escaped where the dialect escapes it (a name with a
+        # dot or a space), as the order, the processors and the look for large values take it.
+        escaped = self._compiled.escaped_bind_names
+        given = {escaped.get(name, name): bind for bind, name in self._compiled.bind_names.items()}
+        order = (
+            [escaped.get(name, name) for name in self._compiled.positiontup or ()]
+            if dialect.positional
+            else None
+        )
+        self._ordered = None if order is None else _picker(order)
         self._binds = {
             name: processor
-            for name, bind in self._compiled.binds.items()
+            for name, bind in given.items()
             if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect)) is not None
         }
         self._dialect = dialect
@@ -309,21 +318,13 @@ class _CompiledStatement:
         self._columns = list(getattr(statement, "exported_columns", ()))  # none in a TextClause
         # Where a value over the kept cursor's limit may be: the values' names (or positions)
         # and the result's positions of the types that may hold one (None: look at all).
-        # Named values are keyed by each bind's name as the driver takes it (``bind_names``:
-        # an anonymous bind's; escaped where the dialect escapes it).
-        binds = self._compiled.binds
-        escaped = self._compiled.escaped_bind_names
         self.sized_values: list[Any] | None = (
-            [
-                escaped.get(name, name)
-                for bind, name in self._compiled.bind_names.items()
-                if _may_be_large(bind.type, dialect)
-            ]
-            if positions is None
+            [name for name, bind in given.items() if _may_be_large(bind.type, dialect)]
+            if order is None
             else [
                 index
-                for index, name in enumerate(positions)
-                if name not in binds or _may_be_large(binds[name].type, dialect)
+                for index, name in enumerate(order)
+                if _may_be_large(given[name].type, dialect)
             ]
         )
         self.sized_columns: list[int] | None = (

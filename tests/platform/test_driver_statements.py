@@ -112,20 +112,25 @@ class _BytesOverInteger(TypeDecorator[bytes]):
 
 
 def test_a_large_value_given_and_not_returned_closes_the_cursor(app):
-    """A statement sent a large value in a bytes parameter, or through a type decorator, whose
-    result holds only a number: the value alone closes the cursor. (PostgreSQL casts a value
-    to its parameter's declared type: bytes over an integer only on SQLite.)"""
-    types: list[Any] = [LargeBinary()]
+    """A statement sent a large value in a bytes parameter, a variant that is bytes on this
+    database, or through a type decorator, whose result holds only a number: the value alone
+    closes the cursor. The parameter's name has a dot, which PostgreSQL's driver takes escaped
+    and SQLite's by position: it is bound all the same. (PostgreSQL casts a value to its
+    parameter's declared type: bytes over an integer only on SQLite.)"""
+    types: list[Any] = [
+        LargeBinary(),
+        Integer().with_variant(LargeBinary(), "sqlite", "postgresql"),
+    ]
     if app.state.database.writer.dialect.name == "sqlite":
         types.append(_BytesOverInteger())
     for type_ in types:
-        length = DriverStatement(select(func.length(bindparam("content", type_=type_))))
+        length = DriverStatement(select(func.length(bindparam("the.content", type_=type_))))
         for size, kept_after in ((100, True), (_KEPT_VALUE_BYTES + 1, False)):
             with app.state.database.writer.connect() as connection:
                 info = connection.connection.info
                 assert ONE.rows(connection, {}) == [(1,)]
                 kept = info[_DRIVER_CURSOR]
-                assert length.rows(connection, {"content": b"y" * size}) == [(size,)]
+                assert length.rows(connection, {"the.content": b"y" * size}) == [(size,)]
                 assert (info.get(_DRIVER_CURSOR) is kept) is kept_after, (type_, size)
                 connection.rollback()
 
