@@ -121,12 +121,12 @@ def _reads_its_body(endpoint: Callable[..., Any]) -> bool:
     return any(parameter.annotation is DecodedRequest for parameter in parameters)
 
 
-def required_scopes(dependant: Dependant) -> set[Scope]:
+def _required_scopes(dependant: Dependant) -> set[Scope]:
     """The scopes a route's dependencies require, at any depth."""
     own = required_scope(dependant.call)
     found = set() if own is None else {own}
     for sub in dependant.dependencies:
-        found |= required_scopes(sub)
+        found |= _required_scopes(sub)
     return found
 
 
@@ -147,7 +147,7 @@ class ContextStoreRoute(APIRoute):
             self.accepted_media_types = frozenset()
         # In ``Scope``'s order, so that a key lacking several is told of the same one each time.
         self.scopes: tuple[Scope, ...] = ()
-        self.require_scopes(required_scopes(self.dependant))
+        self.require_scopes(_required_scopes(self.dependant))
         if not self.accepted_media_types and _reads_its_body(self.endpoint):
             # The handler below reads a body only for a route that declares one; undeclared,
             # ``received`` would fail on every request.
