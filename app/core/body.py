@@ -174,8 +174,13 @@ class ContextStoreRoute(APIRoute):
             return True
         return JSON_MEDIA_TYPE in self.accepted_media_types and media_type.endswith("+json")
 
+    def checked_request_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """What handles a request once this class's checks have passed: FastAPI's own handler,
+        which resolves the endpoint's parameters and dependencies and runs it."""
+        return super().get_route_handler()
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
+        handler = self.checked_request_handler()
         setting = self.body_limit_setting
 
         async def decoded_body_handler(request: Request) -> Response:
