@@ -15,20 +15,20 @@ then failed to commit.
 
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, get_origin
 
 from fastapi import Request, Response
 from fastapi import routing as fastapi_routing
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_params_to_args
 from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
+from app.core.parameters import ParameterReader
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -122,22 +122,6 @@ def _request_parameter(parameters: list[inspect.Parameter]) -> str | None:
     return None
 
 
-def _path_parameters(request: Request) -> Mapping[str, Any]:
-    return request.path_params
-
-
-def _query_parameters(request: Request) -> Mapping[str, Any]:
-    return request.query_params
-
-
-def _header_parameters(request: Request) -> Mapping[str, Any]:
-    return request.headers
-
-
-def _cookie_parameters(request: Request) -> Mapping[str, Any]:
-    return request.cookies
-
-
 def _handled_dependant(route: ContextStoreRoute) -> Dependant:
     """The dependant FastAPI builds the route's handler for: under an included router, the
     route's own with what the inclusion adds (its dependencies). FastAPI 0.165 hands it to
@@ -211,26 +195,12 @@ class WriteRoute(ContextStoreRoute):
         # ``handing_writes``, as FastAPI would call it (an integration may have wrapped it).
         endpoint = dependant.call
         assert endpoint is not None
-        groups = [
-            (fields, source)
-            for fields, source in (
-                (dependant.path_params, _path_parameters),
-                (dependant.query_params, _query_parameters),
-                (dependant.header_params, _header_parameters),
-                (dependant.cookie_params, _cookie_parameters),
-            )
-            if fields
-        ]
+        parameters = ParameterReader(dependant)
         request_name = dependant.request_param_name
         assert request_name is not None  # the wrapper takes the request (_handing_writes)
 
         async def calling_endpoint(request: Request) -> Response:
-            values: dict[str, Any] = {}
-            errors: list[Any] = []
-            for fields, source in groups:  # in FastAPI's order: errors are reported in it
-                found, wrong = request_params_to_args(fields, source(request))
-                values.update(found)
-                errors += wrong
+            values, errors = parameters.read(request)
             if errors:
                 raise RequestValidationError(errors)
             values[request_name] = request

@@ -1,12 +1,17 @@
 """A write route's endpoint gets its ``Writes`` from the route (app/storage/route.py), not from
 a FastAPI dependency: through HTTP against a real app, whatever form the endpoint's request
-parameter takes; and a route that could not be handed them is refused when it is declared."""
+parameter takes; and a route that could not be handed them is refused when it is declared.
+Its parameters, which the route reads itself (app/core/parameters.py), come out as FastAPI's
+own handler reads them: the same values, the same errors in the same order."""
 
-from typing import Annotated
+from enum import StrEnum
+from typing import Annotated, Any
 
 import pytest
-from fastapi import Request, Response
+from fastapi import Cookie, Header, Query, Request, Response
+from fastapi.encoders import jsonable_encoder
 from fastapi.testclient import TestClient
+from pydantic import AliasChoices
 
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
@@ -87,3 +92,123 @@ def test_a_write_route_refuses_an_endpoint_it_cannot_hand_writes_to():
     ):
         with pytest.raises(TypeError, match=says):
             router.add_api_route("/x", endpoint, methods=["POST"])
+
+
+class Colour(StrEnum):
+    red = "red"
+    blue = "blue"
+
+
+def _echo(values: dict[str, Any]) -> Response:
+    return FastJSONResponse(jsonable_encoder(values))
+
+
+def _parameter_router() -> GatedRouter:
+    """The same parameters of every kind twice: read by a write route (``/read-by-the-route``,
+    its endpoint takes ``Writes``) and by FastAPI's handler (``/read-by-fastapi``)."""
+    router = GatedRouter(prefix=PROBE, route_class=WriteRoute)
+
+    def parameters(
+        project: ProjectName,
+        number: int,
+        colour: Colour,
+        x_required: Annotated[str, Header()],
+        flag: bool | None = None,
+        count: Annotated[int, Query(ge=1)] = 3,
+        tags: Annotated[list[str] | None, Query()] = None,
+        named: Annotated[str | None, Query(alias="other-name")] = None,
+        chosen: Annotated[str | None, Query(validation_alias=AliasChoices("a", "b"))] = None,
+        x_optional: Annotated[int | None, Header()] = None,
+        session: Annotated[str | None, Cookie()] = None,
+    ) -> dict[str, Any]:
+        return {
+            "project": project,
+            "number": number,
+            "colour": colour,
+            "x_required": x_required,
+            "flag": flag,
+            "count": count,
+            "tags": tags,
+            "named": named,
+            "chosen": chosen,
+            "x_optional": x_optional,
+            "session": session,
+        }
+
+    @router.post("/read-by-the-route/{number}/{colour}")
+    def by_the_route(
+        project: ProjectName,
+        number: int,
+        colour: Colour,
+        x_required: Annotated[str, Header()],
+        writes: WritesDep,
+        flag: bool | None = None,
+        count: Annotated[int, Query(ge=1)] = 3,
+        tags: Annotated[list[str] | None, Query()] = None,
+        named: Annotated[str | None, Query(alias="other-name")] = None,
+        chosen: Annotated[str | None, Query(validation_alias=AliasChoices("a", "b"))] = None,
+        x_optional: Annotated[int | None, Header()] = None,
+        session: Annotated[str | None, Cookie()] = None,
+    ) -> Response:
+        return _echo(
+            parameters(
+                project,
+                number,
+                colour,
+                x_required,
+                flag,
+                count,
+                tags,
+                named,
+                chosen,
+                x_optional,
+                session,
+            )
+        )
+
+    router.add_api_route("/read-by-fastapi/{number}/{colour}", parameters, methods=["POST"])
+    return router
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "headers"),
+    [
+        pytest.param("p/7/red", "", {"X-Required": "r"}, id="valid, defaults"),
+        pytest.param(
+            "p/7/blue",
+            "flag=yes&count=9&tags=a&tags=b&other-name=n&b=choice",
+            {"X-Required": "r", "X-Optional": "12", "Cookie": "session=s1"},
+            id="valid, every parameter",
+        ),
+        pytest.param("p/7/red", "", {}, id="missing header"),
+        pytest.param("p/seven/red", "", {"X-Required": "r"}, id="not a number"),
+        pytest.param("p/7/green", "", {"X-Required": "r"}, id="not a member"),
+        pytest.param("-bad-/7/red", "", {"X-Required": "r"}, id="project's pattern"),
+        pytest.param("p/7/red", "count=0&flag=maybe", {"X-Required": "r"}, id="query"),
+        pytest.param("p/7/red", "", {"X-Required": "r", "X-Optional": "x"}, id="header"),
+        pytest.param("p/7/red", "x_required=r", {"X-Required": ""}, id="empty header"),
+        pytest.param(
+            "-bad-/x/green",
+            "count=-1&flag=2&other-name=n",
+            {"X-Optional": "1.5"},
+            id="errors in every group, in order",
+        ),
+    ],
+)
+def test_a_write_route_reads_its_parameters_as_fastapi_does(
+    database_url, tenant, path, query, headers
+):
+    app = create_app(make_settings(database_url))
+    app.include_router(_parameter_router())
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        answers = []
+        for reader in ("read-by-the-route", "read-by-fastapi"):
+            url = PROBE.format(project=path.split("/")[0]) + f"/{reader}/"
+            url += "/".join(path.split("/")[1:]) + (f"?{query}" if query else "")
+            answer = client.post(url, headers=headers)
+            body = answer.json()
+            body.pop("instance", None)  # the request's own path
+            answers.append((answer.status_code, body))
+        assert answers[0] == answers[1]
+        assert answers[0][0] in (200, 422), answers[0]

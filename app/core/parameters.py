@@ -1,0 +1,119 @@
+"""A route's path, query, header and cookie parameters, read as FastAPI 0.165 reads them
+(``fastapi.dependencies.utils.request_params_to_args``: the same values, the same errors in
+the same order), with what FastAPI works out again on every request worked out once.
+
+For each field FastAPI asks on every request whether it is a model, a sequence or a JSON
+field, which names the request may hold it under, and where it is: 4.7% of a decision POST's
+instructions for its two parameters (callgrind, 2026-11-26). A field of a plain type here
+(text, a number, a truth value or an enumeration, or None) under its one name is read with
+that decided once; any other goes through FastAPI's function.
+"""
+
+import copy
+import enum
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Union, get_args, get_origin
+
+from fastapi import Request, params
+from fastapi._compat import ModelField, get_missing_field_error
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import request_params_to_args
+
+_PLAIN_TYPES = (str, int, float, bool)
+
+Source = Callable[[Request], Mapping[str, Any]]
+
+
+def _plain(annotation: Any) -> bool:
+    """Whether a value of this type is one value (not a model, nor a list FastAPI gathers
+    from repeated keys)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        return all(argument is type(None) or _plain(argument) for argument in get_args(annotation))
+    return isinstance(annotation, type) and (
+        issubclass(annotation, _PLAIN_TYPES) or issubclass(annotation, enum.Enum)
+    )
+
+
+@dataclass(frozen=True)
+class _PlainField:
+    """A field FastAPI reads as ``source.get(key)`` and validates at ``loc``."""
+
+    field: ModelField
+    key: str
+    loc: tuple[str, str]
+
+    def read(self, received: Mapping[str, Any], values: dict[str, Any]) -> list[Any]:
+        """Put the field's value in ``values``; its errors (none when it is valid)."""
+        value = received.get(self.key)
+        info = self.field.field_info
+        if value is None:
+            if info.is_required():
+                return [get_missing_field_error(loc=self.loc)]
+            value = copy.deepcopy(self.field.default)
+            if not info.validate_default:
+                values[self.field.name] = value
+                return []
+        found, errors = self.field.validate(value, values, loc=self.loc)
+        if not errors:
+            values[self.field.name] = found
+        return list(errors)
+
+
+def _reader(field: ModelField) -> _PlainField | ModelField:
+    """The field as read here, when FastAPI would read it under its one name (no alias
+    choices, no config naming others) as one value; else itself, for FastAPI's function."""
+    info = field.field_info
+    if info.validation_alias is not None or field.config or not _plain(info.annotation):
+        return field
+    assert isinstance(info, params.Param), "a parameter's field info is a Param"
+    return _PlainField(field, field.alias, (info.in_.value, field.alias))
+
+
+class ParameterReader:
+    """Reads a dependant's path, query, header and cookie parameters from a request: only the
+    groups it has, in FastAPI's order (errors are reported in it)."""
+
+    def __init__(self, dependant: Dependant) -> None:
+        self._groups: list[tuple[Source, list[_PlainField | ModelField]]] = [
+            (source, [_reader(field) for field in fields])
+            for source, fields in (
+                (_path_parameters, dependant.path_params),
+                (_query_parameters, dependant.query_params),
+                (_header_parameters, dependant.header_params),
+                (_cookie_parameters, dependant.cookie_params),
+            )
+            if fields
+        ]
+
+    def read(self, request: Request) -> tuple[dict[str, Any], list[Any]]:
+        """The parameters' values by name, and the errors of those that are not valid."""
+        values: dict[str, Any] = {}
+        errors: list[Any] = []
+        for source, fields in self._groups:
+            received = source(request)
+            for field in fields:
+                if isinstance(field, _PlainField):
+                    errors += field.read(received, values)
+                else:
+                    found, wrong = request_params_to_args([field], received)
+                    values.update(found)
+                    errors += wrong
+        return values, errors
+
+
+def _path_parameters(request: Request) -> Mapping[str, Any]:
+    return request.path_params
+
+
+def _query_parameters(request: Request) -> Mapping[str, Any]:
+    return request.query_params
+
+
+def _header_parameters(request: Request) -> Mapping[str, Any]:
+    return request.headers
+
+
+def _cookie_parameters(request: Request) -> Mapping[str, Any]:
+    return request.cookies
