@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any, get_origin
 
-from fastapi import Request, Response
+from fastapi import Request, Response, params
 from fastapi import routing as fastapi_routing
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
@@ -28,7 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
-from app.core.parameters import ParameterReader
+from app.core.parameters import BodyReader, ParameterReader
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -122,23 +122,25 @@ def _request_parameter(parameters: list[inspect.Parameter]) -> str | None:
     return None
 
 
-def _handled_dependant(route: ContextStoreRoute) -> Dependant:
-    """The dependant FastAPI builds the route's handler for: under an included router, the
-    route's own with what the inclusion adds (its dependencies). FastAPI 0.165 hands it to
-    ``get_route_handler`` in a context variable, and reads it there as this does."""
+def _handled_dependant(route: ContextStoreRoute) -> tuple[Dependant, bool]:
+    """The dependant FastAPI builds the route's handler for, and whether its body fields are
+    embedded: under an included router, the route's own with what the inclusion adds (its
+    dependencies). FastAPI 0.165 hands them to ``get_route_handler`` in a context variable,
+    and reads them there as this does."""
     context = fastapi_routing._effective_route_context_var.get()
-    if context is not None and context.original_route is route:
-        effective: Dependant = context.dependant
-        return effective
-    return route.dependant
+    handled = context if context is not None and context.original_route is route else route
+    dependant: Dependant = handled.dependant
+    embed: bool = handled._embed_body_fields
+    return dependant, embed
 
 
 def _reads_parameters_only(dependant: Dependant) -> bool:
     """Whether FastAPI's handler would do nothing for the endpoint but read its parameters and
-    hand it the request: no dependency, body, response, background tasks or security scopes."""
+    JSON body and hand it the request: no dependency, form, response, background tasks or
+    security scopes."""
     return not (
         dependant.dependencies
-        or dependant.body_params
+        or any(isinstance(field.field_info, params.Form) for field in dependant.body_params)
         or dependant.websocket_param_name
         or dependant.http_connection_param_name
         or dependant.response_param_name
@@ -178,29 +180,37 @@ class WriteRoute(ContextStoreRoute):
 
     def checked_request_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """For an endpoint that takes ``Writes`` and nothing FastAPI must resolve besides its
-        path, query, header and cookie parameters and the request, a handler that reads those
-        and calls it; else FastAPI's own.
+        path, query, header and cookie parameters, its JSON body and the request, a handler
+        that reads those (``app/core/parameters.py``) and calls it; else FastAPI's own.
 
-        FastAPI's handler would read the same parameters with the same function, and raise the
-        same ``RequestValidationError``, but it also makes a ``Response`` for dependencies to
-        set headers on, a dependency cache, every parameter group whether the route has any
-        (the cookies parsed), and its native telemetry's operations around each step: 8.8% of
-        a decision POST's instructions (callgrind, 2026-11-26). What this handler leaves out
-        is what an endpoint of a write route never uses (it answers a ``Response``, so
-        nothing is serialized) and FastAPI's OpenTelemetry spans of its inner steps (the
-        request's own span stays)."""
-        dependant = _handled_dependant(self)
+        FastAPI's handler reads the same values and raises the same errors, but it also makes
+        a ``Response`` for dependencies to set headers on and a dependency cache, reads every
+        parameter group whether the route has any (the cookies parsed), works out each
+        field's kind and names again, parses the media type with ``email.message``, and runs
+        its native telemetry's operations around each step: 7.9% of a decision POST's
+        instructions (callgrind, 2026-11-26). What this handler leaves out is what an
+        endpoint of a write route never uses (it answers a ``Response``, so nothing is
+        serialized) and FastAPI's OpenTelemetry spans of its inner steps (the request's own
+        span stays)."""
+        dependant, embed_body_fields = _handled_dependant(self)
         if not self.hands_writes or not _reads_parameters_only(dependant):
             return super().checked_request_handler()
         # ``handing_writes``, as FastAPI would call it (an integration may have wrapped it).
         endpoint = dependant.call
         assert endpoint is not None
         parameters = ParameterReader(dependant)
+        body = BodyReader(dependant, embed_body_fields) if dependant.body_params else None
         request_name = dependant.request_param_name
         assert request_name is not None  # the wrapper takes the request (_handing_writes)
 
         async def calling_endpoint(request: Request) -> Response:
+            # In FastAPI's order: the body parsed first, its fields' errors after the rest's.
+            received = None if body is None else await body.received(request)
             values, errors = parameters.read(request)
+            if body is not None:
+                found, wrong = await body.read(received)
+                values.update(found)
+                errors += wrong
             if errors:
                 raise RequestValidationError(errors)
             values[request_name] = request

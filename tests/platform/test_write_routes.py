@@ -1,22 +1,23 @@
 """A write route's endpoint gets its ``Writes`` from the route (app/storage/route.py), not from
 a FastAPI dependency: through HTTP against a real app, whatever form the endpoint's request
 parameter takes; and a route that could not be handed them is refused when it is declared.
-Its parameters, which the route reads itself (app/core/parameters.py), come out as FastAPI's
-own handler reads them: the same values, the same errors in the same order."""
+Its parameters and JSON body, which the route reads itself (app/core/parameters.py), come out
+as FastAPI's own handler reads them: the same values, the same errors in the same order."""
 
 from enum import StrEnum
 from typing import Annotated, Any
 
 import pytest
-from fastapi import Cookie, Header, Query, Request, Response
+from fastapi import Body, Cookie, Header, Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.testclient import TestClient
-from pydantic import AliasChoices
+from pydantic import AliasChoices, BaseModel
 
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.routing import GatedRouter
 from app.core.security import Scope
+from app.idempotency.service import IdempotencyKey
 from app.main import create_app
 from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
@@ -212,3 +213,89 @@ def test_a_write_route_reads_its_parameters_as_fastapi_does(
             answers.append((answer.status_code, body))
         assert answers[0] == answers[1]
         assert answers[0][0] in (200, 422), answers[0]
+
+
+class Note(BaseModel):
+    text: str
+    count: int = 1
+    tags: list[str] = []
+
+
+def _body_router() -> GatedRouter:
+    """Bodies read by write routes (``/by-the-route/...``) and by FastAPI's handler
+    (``/by-fastapi/...``): one model, and a model with another field (embedded)."""
+    router = GatedRouter(prefix=PROBE, route_class=WriteRoute)
+
+    def one(project: ProjectName, note: Note) -> dict[str, Any]:
+        return {"project": project, "note": note}
+
+    def embedded(note: Note, extra: Annotated[int, Body()]) -> dict[str, Any]:
+        return {"note": note, "extra": extra}
+
+    @router.post("/by-the-route/one")
+    def one_by_the_route(project: ProjectName, note: Note, writes: IdempotentWritesDep) -> Response:
+        return _echo(one(project, note))
+
+    @router.post("/by-the-route/embedded")
+    def embedded_by_the_route(
+        note: Note, extra: Annotated[int, Body()], writes: WritesDep
+    ) -> Response:
+        return _echo(embedded(note, extra))
+
+    @router.post("/by-fastapi/one")
+    def one_by_fastapi(
+        project: ProjectName, note: Note, idempotency_key: IdempotencyKey = None
+    ) -> dict[str, Any]:
+        return one(project, note)
+
+    router.add_api_route("/by-fastapi/embedded", embedded, methods=["POST"])
+    return router
+
+
+@pytest.mark.parametrize(
+    ("route", "project", "body", "headers"),
+    [
+        pytest.param("one", "p", b'{"text": "t"}', {}, id="valid"),
+        pytest.param("one", "p", b'{"text": "t", "count": 2, "tags": ["a"], "more": 1}', {}),
+        pytest.param("one", "p", b'{"count": "many", "tags": "a"}', {}, id="invalid fields"),
+        pytest.param("one", "p", b'{"text": "t", "count": NaN}', {}, id="NaN"),
+        pytest.param("one", "p", b"[1, 2]", {}, id="an array"),
+        pytest.param("one", "p", b'{"text": ', {}, id="malformed"),
+        pytest.param("one", "p", b"[" * 5000 + b"]" * 5000, {}, id="nested too deep"),
+        pytest.param("one", "p", b'{"text": "\xff\xfe"}', {}, id="not UTF-8"),
+        pytest.param("one", "-bad-", b'{"text": ', {}, id="malformed, before the path"),
+        pytest.param("one", "p", b"", {}, id="empty"),
+        pytest.param(
+            "one", "-bad-", b"{}", {"Idempotency-Key": "k" * 300}, id="path, header, body"
+        ),
+        pytest.param(
+            "one",
+            "p",
+            b'{"text": "t"}',
+            {"Content-Type": "application/merge-patch+json"},
+            id="application/*+json",
+        ),
+        pytest.param(
+            "one", "p", b'{"text": "t"}', {"Content-Type": "text/x+json"}, id="text/*+json"
+        ),
+        pytest.param("embedded", "p", b'{"note": {"text": "t"}, "extra": 4}', {}),
+        pytest.param("embedded", "p", b'{"text": "t"}', {}, id="embedded, missing"),
+    ],
+)
+def test_a_write_route_reads_its_body_as_fastapi_does(
+    database_url, tenant, route, project, body, headers
+):
+    app = create_app(make_settings(database_url))
+    app.include_router(_body_router())
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        answers = []
+        for reader in ("by-the-route", "by-fastapi"):
+            url = PROBE.format(project=project) + f"/{reader}/{route}"
+            sent = {"Content-Type": "application/json", **headers}
+            answer = client.post(url, content=body, headers=sent)
+            problem = answer.json()
+            problem.pop("instance", None)  # the request's own path
+            answers.append((answer.status_code, problem))
+        assert answers[0] == answers[1]
+        assert answers[0][0] in (200, 400, 422), answers[0]
