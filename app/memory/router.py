@@ -13,7 +13,7 @@ from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ResponsesDoc, document_response
+from app.core.responses import ResponsesDoc, document_response, location_under
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import jsondoc
@@ -325,7 +325,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
 
         def change(write: Write) -> Response:
             created = service.create_item(write, kind, raw)
-            location = f"{request.url.path}/{quote(created.fields['id'], safe='')}"
+            location = location_under(request, quote(created.fields["id"], safe=""))
             return FastJSONResponse(
                 created.fields,
                 status_code=201,

@@ -13,7 +13,7 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
-from app.core.responses import ResponsesDoc, document_response
+from app.core.responses import ResponsesDoc, document_response, location_under
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import mdan_save
@@ -64,7 +64,10 @@ def import_save(
         return FastJSONResponse(
             stored.receipt.model_dump(mode="json"),
             status_code=201,
-            headers={"Location": f"{request.url.path}/{stored.receipt.id}", "ETag": stored.etag},
+            headers={
+                "Location": location_under(request, str(stored.receipt.id)),
+                "ETag": stored.etag,
+            },
         )
 
     return writes.run(project, change)
