@@ -472,7 +472,10 @@ def redact_document(document: Any, redactions: Redactions) -> Any:
 
 def redact_value(value: Any) -> Any:
     """``redact_document`` for text that is not a document (a message, a problem): the sites
-    are not wanted."""
+    are not wanted. Text in which the gate finds nothing (every request's log line) is
+    answered before a ``Redactions`` is made: its ``Counter`` cost 1.6 µs of 5.4."""
+    if type(value) is str and not _found_kinds([value]):
+        return value
     return redact_document(value, Redactions())
 
 
