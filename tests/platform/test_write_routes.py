@@ -4,6 +4,7 @@ parameter takes; and a route that could not be handed them is refused when it is
 Its parameters and JSON body, which the route reads itself (app/core/parameters.py), come out
 as FastAPI's own handler reads them: the same values, the same errors in the same order."""
 
+import inspect
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -122,51 +123,19 @@ def _parameter_router() -> GatedRouter:
         x_optional: Annotated[int | None, Header()] = None,
         session: Annotated[str | None, Cookie()] = None,
     ) -> dict[str, Any]:
-        return {
-            "project": project,
-            "number": number,
-            "colour": colour,
-            "x_required": x_required,
-            "flag": flag,
-            "count": count,
-            "tags": tags,
-            "named": named,
-            "chosen": chosen,
-            "x_optional": x_optional,
-            "session": session,
-        }
+        return dict(locals())
 
-    @router.post("/read-by-the-route/{number}/{colour}")
-    def by_the_route(
-        project: ProjectName,
-        number: int,
-        colour: Colour,
-        x_required: Annotated[str, Header()],
-        writes: WritesDep,
-        flag: bool | None = None,
-        count: Annotated[int, Query(ge=1)] = 3,
-        tags: Annotated[list[str] | None, Query()] = None,
-        named: Annotated[str | None, Query(alias="other-name")] = None,
-        chosen: Annotated[str | None, Query(validation_alias=AliasChoices("a", "b"))] = None,
-        x_optional: Annotated[int | None, Header()] = None,
-        session: Annotated[str | None, Cookie()] = None,
-    ) -> Response:
-        return _echo(
-            parameters(
-                project,
-                number,
-                colour,
-                x_required,
-                flag,
-                count,
-                tags,
-                named,
-                chosen,
-                x_optional,
-                session,
-            )
-        )
+    def by_the_route(**values: Any) -> Response:
+        values.pop("writes")
+        return _echo(values)
 
+    # The same parameters, and the request's ``Writes``.
+    declared = inspect.signature(parameters)
+    writes = inspect.Parameter("writes", inspect.Parameter.KEYWORD_ONLY, annotation=WritesDep)
+    by_the_route.__signature__ = declared.replace(  # type: ignore[attr-defined]  # read by inspect.signature
+        parameters=[*declared.parameters.values(), writes], return_annotation=Response
+    )
+    router.add_api_route("/read-by-the-route/{number}/{colour}", by_the_route, methods=["POST"])
     router.add_api_route("/read-by-fastapi/{number}/{colour}", parameters, methods=["POST"])
     return router
 
