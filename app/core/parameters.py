@@ -23,6 +23,7 @@ from fastapi._compat import ModelField, Undefined, get_missing_field_error
 from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
 from fastapi.exceptions import RequestValidationError
+from fastapi.telemetry._api import _validation_failed  # FastAPI's handler calls it likewise
 
 _PLAIN_TYPES = (str, int, float, bool)
 
@@ -106,6 +107,15 @@ class ParameterReader:
         return values, errors
 
 
+def validation_failed(errors: list[Any], body: Any) -> RequestValidationError:
+    """FastAPI's error for a request its handler finds invalid, reported to FastAPI's native
+    telemetry as its handler reports it (the ``fastapi.validation.failed`` event and the
+    request's data, when an OpenTelemetry provider is configured; nothing otherwise)."""
+    error = RequestValidationError(errors, body=body)
+    _validation_failed(error)
+    return error
+
+
 class BodyReader:
     """Reads a dependant's body parameters from the request's JSON body."""
 
@@ -123,23 +133,22 @@ class BodyReader:
             return Undefined
         media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         main_type, _, subtype = media_type.partition("/")
-        if main_type != "application" or not (subtype == "json" or subtype.endswith("+json")):
+        # ``email.message`` reads a type without exactly one slash as text/plain.
+        if media_type.count("/") != 1 or main_type != "application":
+            return raw
+        if not (subtype == "json" or subtype.endswith("+json")):
             return raw
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise RequestValidationError(
-                [
-                    {
-                        "type": "json_invalid",
-                        "loc": ("body", exc.pos),
-                        "msg": "JSON decode error",
-                        "input": {},
-                        "ctx": {"error": exc.msg},
-                    }
-                ],
-                body=exc.doc,
-            ) from exc
+            error = {
+                "type": "json_invalid",
+                "loc": ("body", exc.pos),
+                "msg": "JSON decode error",
+                "input": {},
+                "ctx": {"error": exc.msg},
+            }
+            raise validation_failed([error], exc.doc) from exc
         except Exception as exc:  # nesting too deep, bytes that are not UTF-8: as FastAPI says
             raise HTTPException(400, "There was an error parsing the body") from exc
 

@@ -19,13 +19,19 @@ SPOOL_READ_BYTES = 64 * 1024
 ResponsesDoc = dict[int | str, dict[str, Any]]
 
 
+# What ``urllib.parse.urlsplit`` removes from a URL wherever it stands.
+_REMOVED_FROM_URLS = str.maketrans("", "", "\t\r\n")
+
+
 def location_under(request: Request, name: str) -> str:
-    """The ``Location`` of a resource made under the request's path: ``request.url.path``, as
-    Starlette's URL escapes it, then ``/name``; without building the request's whole URL
-    (host, port and query read and parsed: 4% of a decision POST's write, 2026-11-26)."""
+    """The ``Location`` of a resource made under the request's path: ``request.url.path``
+    (Starlette's escapes, then ``urlsplit``'s removal of tabs and line breaks: a route's
+    pattern takes a path ending in an encoded newline, which must not reach a header), then
+    ``/name``; without building the request's whole URL (host, port and query read and
+    parsed: 4% of a decision POST's write, 2026-11-26)."""
     path: str = request.scope["path"]
     escaped = path.replace("?", "%3F").replace("#", "%23").replace("\\", "%5C")
-    return f"{escaped}/{name}"
+    return f"{escaped.translate(_REMOVED_FROM_URLS)}/{name}"
 
 
 def document_response(

@@ -21,14 +21,14 @@ from typing import Annotated, Any, get_origin
 
 from fastapi import Request, Response, params
 from fastapi import routing as fastapi_routing
+from fastapi._compat import Undefined
 from fastapi.dependencies.models import Dependant
-from fastapi.exceptions import RequestValidationError
 from starlette.concurrency import run_in_threadpool
 
 from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
-from app.core.parameters import BodyReader, ParameterReader
+from app.core.parameters import BodyReader, ParameterReader, validation_failed
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -191,12 +191,18 @@ class WriteRoute(ContextStoreRoute):
         instructions (callgrind, 2026-11-26). What this handler leaves out is what an
         endpoint of a write route never uses (it answers a ``Response``, so nothing is
         serialized) and FastAPI's OpenTelemetry spans of its inner steps (the request's own
-        span stays)."""
+        span stays, and a validation failure is reported to FastAPI's telemetry as its
+        handler reports it)."""
         dependant, embed_body_fields = _handled_dependant(self)
-        if not self.hands_writes or not _reads_parameters_only(dependant):
-            return super().checked_request_handler()
-        # ``handing_writes``, as FastAPI would call it (an integration may have wrapped it).
+        # ``handing_writes``, as FastAPI would call it (an integration may have wrapped it:
+        # then, unless it is still a coroutine function, FastAPI's handler runs it).
         endpoint = dependant.call
+        if (
+            not self.hands_writes
+            or not _reads_parameters_only(dependant)
+            or not inspect.iscoroutinefunction(endpoint)
+        ):
+            return super().checked_request_handler()
         assert endpoint is not None
         parameters = ParameterReader(dependant)
         body = BodyReader(dependant, embed_body_fields) if dependant.body_params else None
@@ -212,7 +218,7 @@ class WriteRoute(ContextStoreRoute):
                 values.update(found)
                 errors += wrong
             if errors:
-                raise RequestValidationError(errors)
+                raise validation_failed(errors, None if received is Undefined else received)
             values[request_name] = request
             response: Response = await endpoint(**values)
             return response

@@ -200,6 +200,19 @@ def test_a_new_id_follows_the_highest_number_in_use(client, project, ids, next_i
     assert response.json()["id"] == next_id
 
 
+def test_a_path_ending_in_a_newline_gets_a_location_without_it(client, project):
+    # Starlette's route patterns end in ``$``, which Python also matches before a final
+    # newline: the item is created, and its Location must still be a valid header value.
+    response = client.post(
+        f"{_base(project)}/decisions%0A",
+        content=json.dumps({"decision": "Use SQLite"}),
+        headers=JSON,
+    )
+    assert response.status_code == 201, response.text
+    location = response.headers["location"]
+    assert location == f"{_base(project)}/decisions/{response.json()['id']}"
+
+
 def test_items_created_through_the_api_are_camel_case(client, project):
     _post(client, project, "constraints", {"description": "Node 18", "affected_areas": ["ci"]})
     exported = json.loads(client.get(f"{_base(project)}/files/active-constraints.json").content)

@@ -14,6 +14,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.testclient import TestClient
 from pydantic import AliasChoices, BaseModel
 
+from app.core import parameters
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.routing import GatedRouter
@@ -247,6 +248,23 @@ def _body_router() -> GatedRouter:
         pytest.param(
             "one", "p", b'{"text": "t"}', {"Content-Type": "text/x+json"}, id="text/*+json"
         ),
+        pytest.param(
+            "one",
+            "p",
+            b'{"text": "t"}',
+            {"Content-Type": "application/vnd.a/b+json"},
+            id="two slashes",
+        ),
+        pytest.param(
+            "one", "p", b'{"text": "t"}', {"Content-Type": "application//+json"}, id="empty type"
+        ),
+        pytest.param(
+            "one",
+            "p",
+            b'{"text": "t"}',
+            {"Content-Type": " Application/JSON ; charset=utf-8"},
+            id="case, spaces and a parameter",
+        ),
         pytest.param("embedded", "p", b'{"note": {"text": "t"}, "extra": 4}', {}),
         pytest.param("embedded", "p", b'{"text": "t"}', {}, id="embedded, missing"),
     ],
@@ -268,3 +286,22 @@ def test_a_write_route_reads_its_body_as_fastapi_does(
             answers.append((answer.status_code, problem))
         assert answers[0] == answers[1]
         assert answers[0][0] in (200, 400, 422), answers[0]
+
+
+def test_a_write_routes_invalid_request_is_reported_to_fastapis_telemetry(
+    database_url, tenant, monkeypatch
+):
+    # FastAPI's handler reports each RequestValidationError to its native telemetry (an event
+    # and the request's data, when an OpenTelemetry provider is configured); so does the
+    # write route's.
+    reported = []
+    monkeypatch.setattr(parameters, "_validation_failed", reported.append)
+    app = create_app(make_settings(database_url))
+    app.include_router(_body_router())
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        url = PROBE.format(project="p") + "/by-the-route/one"
+        sent = {"Content-Type": "application/json"}
+        assert client.post(url, content=b'{"count": "x"}', headers=sent).status_code == 422
+        assert client.post(url, content=b'{"text": ', headers=sent).status_code == 400
+    assert [error.body for error in reported] == [{"count": "x"}, '{"text": ']

@@ -38,6 +38,18 @@ def test_the_seed_example_round_trips_byte_for_byte(client, project):
     assert client.get(_url(project, "/latest")).content == exported.content
 
 
+def test_a_path_ending_in_a_newline_gets_a_location_without_it(client, project):
+    # Starlette's route patterns end in ``$``, which Python also matches before a final
+    # newline: the save is stored, and its Location must still be a valid header value.
+    receipt = client.post(
+        _url(project, "%0A"),
+        content=golden_bytes("mdan-save-seed-example.json"),
+        headers={"Content-Type": "application/json"},
+    )
+    assert receipt.status_code == 201, receipt.text
+    assert receipt.headers["location"] == _url(project, f"/{receipt.json()['id']}")
+
+
 def test_unknown_fields_and_non_ascii_survive(client, project):
     document = seed_save()
     document["x_tool_field"] = {"nested": [1, 2.5, None, True], "ünï": "çødé 😀"}
