@@ -6,9 +6,8 @@ order), with what FastAPI works out again on every request worked out once.
 For each field FastAPI asks on every request whether it is a model, a sequence or a JSON
 field, which names the request may hold it under, and where it is: for a decision POST's two
 parameters, 3.9% of its instructions more than here (callgrind, 2026-11-26). A field of a
-plain type here
-(text, a number, a truth value or an enumeration, or None) under its one name is read with
-that decided once; any other goes through FastAPI's function.
+plain type here (text, a number, a truth value or an enumeration, or None) under its one name
+is read with that decided once; any other goes through FastAPI's function.
 """
 
 import copy
@@ -17,6 +16,7 @@ import json
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Union, get_args, get_origin
 
 from fastapi import HTTPException, Request, params
@@ -25,6 +25,8 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import request_body_to_args, request_params_to_args
 from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry._api import _validation_failed  # FastAPI's handler calls it likewise
+
+from app.core.body import media_type_of
 
 _PLAIN_TYPES = (str, int, float, bool)
 
@@ -63,7 +65,7 @@ class _PlainField:
         found, errors = self.field.validate(value, values, loc=self.loc)
         if not errors:
             values[self.field.name] = found
-        return list(errors)
+        return errors
 
 
 def _reader(field: ModelField) -> _PlainField | ModelField:
@@ -82,12 +84,12 @@ class ParameterReader:
 
     def __init__(self, dependant: Dependant) -> None:
         self._groups: list[tuple[Source, list[_PlainField | ModelField]]] = [
-            (source, [_reader(field) for field in fields])
+            (attrgetter(source), [_reader(field) for field in fields])
             for source, fields in (
-                (_path_parameters, dependant.path_params),
-                (_query_parameters, dependant.query_params),
-                (_header_parameters, dependant.header_params),
-                (_cookie_parameters, dependant.cookie_params),
+                ("path_params", dependant.path_params),
+                ("query_params", dependant.query_params),
+                ("headers", dependant.header_params),
+                ("cookies", dependant.cookie_params),
             )
             if fields
         ]
@@ -132,7 +134,7 @@ class BodyReader:
         raw = await request.body()
         if not raw:
             return Undefined
-        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        media_type = media_type_of(request) or ""
         main_type, _, subtype = media_type.partition("/")
         # ``email.message`` reads a type without exactly one slash as text/plain.
         if media_type.count("/") != 1 or main_type != "application":
@@ -156,19 +158,3 @@ class BodyReader:
     async def read(self, received: Any) -> tuple[dict[str, Any], list[Any]]:
         """The body parameters' values by name, and the errors of those that are not valid."""
         return await request_body_to_args(self._fields, received, self._embed)
-
-
-def _path_parameters(request: Request) -> Mapping[str, Any]:
-    return request.path_params
-
-
-def _query_parameters(request: Request) -> Mapping[str, Any]:
-    return request.query_params
-
-
-def _header_parameters(request: Request) -> Mapping[str, Any]:
-    return request.headers
-
-
-def _cookie_parameters(request: Request) -> Mapping[str, Any]:
-    return request.cookies
