@@ -9,7 +9,17 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import pytest
-from fastapi import Body, Cookie, Header, Query, Request, Response
+from fastapi import (
+    APIRouter,
+    Body,
+    Cookie,
+    Depends,
+    Header,
+    HTTPException,
+    Query,
+    Request,
+    Response,
+)
 from fastapi.encoders import jsonable_encoder
 from fastapi.testclient import TestClient
 from pydantic import AliasChoices, BaseModel
@@ -299,3 +309,19 @@ def test_a_write_routes_invalid_request_is_reported_to_fastapis_telemetry(
         assert client.post(url, content=b'{"count": "x"}', headers=sent).status_code == 422
         assert client.post(url, content=b'{"text": ', headers=sent).status_code == 400
     assert [error.body for error in reported] == [{"count": "x"}, '{"text": ']
+
+
+def test_a_dependency_an_inclusion_adds_to_a_write_route_is_resolved(database_url, tenant):
+    # A write route calls its endpoint itself only when FastAPI would resolve nothing else: a
+    # dependency added where its router is included must still run (here it refuses).
+    def refuse() -> None:
+        raise HTTPException(status_code=418)
+
+    app = create_app(make_settings(database_url))
+    outer = APIRouter(dependencies=[Depends(refuse)])
+    outer.include_router(_probe_router())
+    app.include_router(outer)
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        refused = client.post(PROBE.format(project="p") + "/without-request")
+        assert refused.status_code == 418, refused.text
