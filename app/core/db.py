@@ -47,7 +47,7 @@ from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
-from app.core.write_threads import WriteThread
+from app.core.write_threads import WriteTurns
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -383,8 +383,8 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 class Database:
     reader: Engine
     writer: Engine
-    # Where SQLite's small writes run (app/core/write_threads.py); none on PostgreSQL.
-    write_thread: WriteThread | None = None
+    # Where the small writes run, each in its turn (app/core/write_threads.py).
+    write_turns: WriteTurns
     # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
     checkpoints: WalCheckpoints | None = None
 
@@ -395,8 +395,7 @@ class Database:
         return {"reader": self.reader, "writer": self.writer}
 
     def dispose(self) -> None:
-        if self.write_thread is not None:
-            self.write_thread.shutdown()
+        self.write_turns.shutdown()
         if self.checkpoints is not None:
             self.checkpoints.stop()
         for engine in self.engines().values():
@@ -642,13 +641,14 @@ def create_database(settings: Settings) -> Database:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        write_thread = WriteThread(settings.db_pool_timeout_seconds)
+        write_turns = WriteTurns(settings.db_pool_timeout_seconds, one_writer=True)
         return Database(
-            reader=reader, writer=writer, write_thread=write_thread, checkpoints=checkpoints
+            reader=reader, writer=writer, write_turns=write_turns, checkpoints=checkpoints
         )
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
-    return Database(reader=engine, writer=engine)
+    write_turns = WriteTurns(settings.db_pool_timeout_seconds, one_writer=False)
+    return Database(reader=engine, writer=engine, write_turns=write_turns)
 
 
 @contextmanager

@@ -130,16 +130,16 @@ class QueueCollector(Collector):
                 value=statistics.tasks_waiting,
             )
         database = self.database()
-        if database is not None and (write_thread := database.write_thread) is not None:
+        if database is not None:
             yield GaugeMetricFamily(
                 "context_store_write_thread_busy",
-                "SQLite's write thread: 1 while it runs a write.",
-                value=write_thread.busy,
+                "Threads running small writes: SQLite's one, or one per project on PostgreSQL.",
+                value=database.write_turns.busy,
             )
             yield GaugeMetricFamily(
                 "context_store_write_thread_waiting",
-                "Writes waiting for SQLite's write thread.",
-                value=write_thread.waiting,
+                "Small writes waiting for their turn (SQLite's writer, or their project's).",
+                value=database.write_turns.waiting,
             )
         yield GaugeMetricFamily(
             "context_store_archive_exports_running",

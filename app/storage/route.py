@@ -2,12 +2,12 @@
 request costs one thread hop; the Idempotency-Key claimed and recorded once here, for every route
 that takes one.
 
-On SQLite, a write route's endpoint (a ``WriteRoute``'s, sync) runs whole in the database's write
-thread (``app/core/write_threads.py``) when its body is small (``SMALL_WRITE_BYTES``); a write
-with a larger body runs in a worker thread, as every write does on PostgreSQL, so that its parse
-and redaction do not hold up the writes queued behind it (they wait only for the writer's
-connection, while it writes). A save's import (``BulkWriteRoute``) always runs in a worker
-thread.
+A write route's endpoint (a ``WriteRoute``'s, sync) runs whole in its write turn
+(``app/core/write_threads.py``: SQLite's one writer, or its project's on PostgreSQL) when its
+body is small (``SMALL_WRITE_BYTES``); a write with a larger body runs in a worker thread, so
+that its parse and redaction do not hold up the writes queued behind it (they wait only for
+the writer's connection or the project's lock, while it writes). A save's import
+(``BulkWriteRoute``) always runs in a worker thread.
 
 The commit happens before the response is sent: a client never sees a 2xx for a change that
 then failed to commit.
@@ -37,7 +37,7 @@ Change = Callable[[Write], Response]
 """A route's change: the service's rule on the write, and the response that reports it."""
 
 
-# A small write's body is parsed, checked and redacted in the write thread, before the write
+# A small write's body is parsed, checked and redacted in its write turn, before the write
 # takes the writer's connection: at about 10 ms of CPU a MB of JSON (a 1 MB save's import,
 # 2026-11-26), 64 KiB costs about as much as the write itself.
 SMALL_WRITE_BYTES = 64 * 1024
@@ -152,9 +152,9 @@ def _reads_parameters_only(dependant: Dependant) -> bool:
 class WriteRoute(ContextStoreRoute):
     """A route whose endpoint takes the request's ``Writes`` (a ``WritesDep`` or
     ``IdempotentWritesDep`` parameter), which the route makes and hands it, and which needs
-    a key with the ``write`` scope. The endpoint, sync, runs whole in SQLite's write thread when
-    the body is at most ``write_thread_bytes``, else in a worker thread. Any other endpoint
-    runs as ``ContextStoreRoute`` runs it.
+    a key with the ``write`` scope, under a path with the project. The endpoint, sync, runs
+    whole in its write turn when the body is at most ``write_turn_bytes``, else in a worker
+    thread. Any other endpoint runs as ``ContextStoreRoute`` runs it.
 
     ``Writes`` is not a FastAPI dependency: each level of dependencies FastAPI resolves costs a
     request instructions (the write's two, ``Writes`` and the scope's under it, 170,000 of a
@@ -162,7 +162,7 @@ class WriteRoute(ContextStoreRoute):
     a key's scope, the one thing a dependency of its own would order (a 401 or 403 before a bad
     Idempotency-Key's 422), is checked by the route class before FastAPI reads anything."""
 
-    write_thread_bytes: int | None = SMALL_WRITE_BYTES
+    write_turn_bytes: int | None = SMALL_WRITE_BYTES
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         writes = _writes_parameter(endpoint)
@@ -176,6 +176,9 @@ class WriteRoute(ContextStoreRoute):
             # FastAPI fills one request parameter alone: it must be the one the wrapper reads.
             if self.dependant.request_param_name != request_name:
                 raise TypeError(f"{path}: FastAPI fills another request parameter than Writes'")
+            # A write waits for its turn behind its project's (app/core/write_threads.py).
+            if "project" not in self.param_convertors:
+                raise TypeError(f"{path}: a write route's path names its project")
             self.require_scopes({Scope.write})
 
     def checked_request_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
@@ -257,7 +260,7 @@ class WriteRoute(ContextStoreRoute):
             )
         position = [parameter.name for parameter in parameters].index(name)
         shown = [*parameters[:position], *added, *parameters[position + 1 :]]
-        write_thread_bytes = self.write_thread_bytes
+        write_turn_bytes = self.write_turn_bytes
 
         @functools.wraps(endpoint)
         async def handing_writes(**arguments: Any) -> Response:
@@ -271,14 +274,10 @@ class WriteRoute(ContextStoreRoute):
             database = get_database(request)
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
-            thread = database.write_thread
-            if (
-                thread is None
-                or write_thread_bytes is None
-                or received_size(request) > write_thread_bytes
-            ):
+            if write_turn_bytes is None or received_size(request) > write_turn_bytes:
                 return await run_in_threadpool(run)
-            return await thread.run(run)
+            project = (principal.tenant, request.path_params["project"])
+            return await database.write_turns.run(project, run)
 
         handing_writes.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature, which FastAPI calls
             parameters=[
@@ -293,4 +292,4 @@ class BulkWriteRoute(WriteRoute, BulkBodyRoute):
     always in a worker thread, so that its parse and redaction never hold up the small writes
     queued behind it."""
 
-    write_thread_bytes = None
+    write_turn_bytes = None

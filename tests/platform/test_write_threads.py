@@ -1,7 +1,8 @@
 """Where a write route runs (app/storage/route.py, app/core/write_threads.py), through HTTP
-against the real app: SQLite's small writes in its write thread, every other write in a worker
-thread; the write thread's metrics, its queue's time limit, an error it cannot pass back, and
-its end when the database is disposed."""
+against the real app: a small write in its turn (SQLite's write thread; on PostgreSQL its
+project's, in a worker thread), every other write in a worker thread; the turns' metrics, the
+time limit of a wait for one, an error a write cannot pass back, and the write thread's end when
+the database is disposed."""
 
 import re
 import threading
@@ -51,10 +52,10 @@ def threads_seen(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, list[str
     yield seen
 
 
-def test_small_writes_run_in_sqlites_write_thread_and_the_rest_in_worker_threads(
+def test_small_writes_run_in_their_turn_and_the_rest_in_worker_threads(
     client, project, threads_seen
 ):
-    sqlite = client.app.state.database.write_thread is not None
+    sqlite = client.app.state.database.write_turns.one_writer
     path = f"/v1/projects/{project}/memory/decisions"
     assert client.post(path, json=_decision(1)).status_code == 201
     # A body over the limit is parsed and redacted in a worker thread, outside the queue.
@@ -64,9 +65,8 @@ def test_small_writes_run_in_sqlites_write_thread_and_the_rest_in_worker_threads
     in_write_thread = [name.startswith(WRITE_THREAD) for name in threads_seen["decision"]]
     assert in_write_thread == [sqlite, False]
     assert [name.startswith(WRITE_THREAD) for name in threads_seen["save"]] == [False]
-    # Its gauges, where there is one.
     metrics = TestClient(client.app).get("/metrics").text
-    assert ("context_store_write_thread_busy" in metrics) is sqlite
+    assert "context_store_write_thread_busy" in metrics
 
 
 def _sqlite_app(tmp_path: Path, **settings: Any) -> FastAPI:
@@ -97,31 +97,74 @@ def held_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     release.set()
 
 
-def test_sqlite_write_thread_metrics_count_the_write_running_and_those_queued(
-    tmp_path, held_writes
+def _send(client: TestClient, key: str, project: str, number: int, into: list[int]) -> Any:
+    """A thread that posts a decision with ``key`` and adds its status to ``into``: through an
+    entered client, so that every request runs on its one event loop, as under a server."""
+
+    def post() -> None:
+        path = f"/v1/projects/{project}/memory/decisions"
+        answer = client.post(
+            path, json=_decision(number), headers={"Authorization": f"Bearer {key}"}
+        )
+        into.append(answer.status_code)
+
+    sender = threading.Thread(target=post)
+    sender.start()
+    return sender
+
+
+def _wait_for(scraper: TestClient, busy: int, waiting: int) -> None:
+    deadline = time.monotonic() + 30
+    while (
+        _gauge(scraper, "context_store_write_thread_busy"),
+        _gauge(scraper, "context_store_write_thread_waiting"),
+    ) != (busy, waiting):
+        assert time.monotonic() < deadline, f"never {busy} writes running and {waiting} waiting"
+        time.sleep(0.02)
+
+
+def test_a_write_waits_for_the_writes_of_its_project_alone_on_postgresql(
+    database_url, tenant, held_writes
 ):
-    with TestClient(_sqlite_app(tmp_path)) as scraper:
-        client = client_for(scraper.app, create_key(scraper.app, "t-write-thread"))
+    """SQLite's writes all take turns (one writer); PostgreSQL's only within a project (each
+    write holds its project's lock): a write to another project runs beside them."""
+    app = create_app(make_settings(database_url))
+    with TestClient(app) as scraper:
+        key = create_key(app, tenant)
         answers: list[int] = []
-        senders = [
-            threading.Thread(target=lambda n=n: answers.append(_post_decision(client, "q", n)))
-            for n in (1, 2, 3)
-        ]
-        for sender in senders:
-            sender.start()
+        senders = [_send(scraper, key, "busy", n, answers) for n in (1, 2, 3)]
+        senders.append(_send(scraper, key, "other", 4, answers))
         try:
-            deadline = time.monotonic() + 30
-            while _gauge(scraper, "context_store_write_thread_waiting") != 2:
-                assert time.monotonic() < deadline, "the queued writes were never counted"
-                time.sleep(0.05)
-            assert _gauge(scraper, "context_store_write_thread_busy") == 1
+            if app.state.database.write_turns.one_writer:
+                _wait_for(scraper, busy=1, waiting=3)
+            else:
+                _wait_for(scraper, busy=2, waiting=2)
         finally:
             held_writes.set()
             for sender in senders:
                 sender.join()
-        assert answers == [201, 201, 201]
-        assert _gauge(scraper, "context_store_write_thread_busy") == 0
-        assert _gauge(scraper, "context_store_write_thread_waiting") == 0
+        assert answers == [201] * 4
+        _wait_for(scraper, busy=0, waiting=0)
+
+
+def test_writes_that_waited_for_their_turn_past_the_pool_timeout_are_refused(
+    database_url, tenant, held_writes
+):
+    """On both databases: behind a write that takes longer than ``db_pool_timeout_seconds``,
+    the writes of its project are refused with a 503 when their turn comes."""
+    app = create_app(make_settings(database_url, db_pool_timeout_seconds=1.0))
+    with TestClient(app) as scraper:
+        key = create_key(app, tenant)
+        answers: list[int] = []
+        first = _send(scraper, key, "slow", 1, answers)
+        _wait_for(scraper, busy=1, waiting=0)
+        queued = [_send(scraper, key, "slow", n, answers) for n in (2, 3, 4)]
+        _wait_for(scraper, busy=1, waiting=3)
+        time.sleep(1.2)
+        held_writes.set()
+        for sender in (first, *queued):
+            sender.join()
+        assert sorted(answers) == [201, 503, 503, 503]
 
 
 def test_sqlite_writes_queued_behind_a_held_writer_are_refused_within_the_pool_timeout(tmp_path):
@@ -175,7 +218,7 @@ def test_sqlite_dispose_waits_for_the_running_write(tmp_path, held_writes):
         sender.start()
         database = app.state.database
         deadline = time.monotonic() + 30
-        while database.write_thread.busy != 1:
+        while database.write_turns.busy != 1:
             assert time.monotonic() < deadline, "the write never started"
             time.sleep(0.01)
         disposer = threading.Thread(target=database.dispose)
