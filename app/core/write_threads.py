@@ -26,6 +26,7 @@ being written, so that the pool's size (``worker_threads`` and a margin) still b
 
 import asyncio
 import contextvars
+import functools
 import threading
 import time
 from collections import deque
@@ -39,9 +40,10 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 T = TypeVar("T")
 
-# The writes a turn runs before it gives its thread up: about 64 ms of a PostgreSQL worker
-# thread at a millisecond a write, so that a project written without pause never keeps other
-# projects' writes (or reads) from the worker threads for long.
+# The writes a turn runs before it gives its thread up, so that a project written without
+# pause never keeps other projects' writes (or reads) from the worker threads for long: about
+# 64 ms of a PostgreSQL worker thread at a millisecond a write (longer when a write waits for a
+# lock another process holds).
 TURN_WRITES = 64
 
 
@@ -52,35 +54,35 @@ class _Queued:
     call: Callable[[], Any]
     context: contextvars.Context
     future: asyncio.Future[Any]
-    queued: float = field(default_factory=time.monotonic)
+    queued_at: float = field(default_factory=time.monotonic)
 
 
 class WriteTurns:
     def __init__(self, timeout_seconds: float, *, one_writer: bool) -> None:
         # As long as a write may wait for a pooled connection (``db_pool_timeout_seconds``): a
-        # write that waited that long for its turn is a 503 at once, as it would have been in
-        # the pool, rather than a wait in the pool as long again.
+        # write that waited that long for its turn is a 503 when the turn comes, as it would
+        # have been in the pool, rather than a wait in the pool as long again.
         self.timeout_seconds = timeout_seconds
         # SQLite: one turn for every write, in a thread of its own. PostgreSQL: one turn per
         # project, in the worker threads.
         self.one_writer = one_writer
-        # Made at the first write after start or after ``shutdown``: a database stays usable
-        # once disposed, as its engines do.
-        self._executor: ThreadPoolExecutor | None = None
         # Each turn's writes not yet started, from its first write's arrival until its thread
-        # finds none left; and the writes running. Changed by the event loop and the turns'
-        # threads, under the lock.
+        # finds none left; the writes running; SQLite's thread, made at the first write after
+        # start or after ``shutdown`` (a database stays usable once disposed, as its engines
+        # do). Changed by the event loop and the turns' threads, under the lock.
         self._lock = threading.Lock()
         self._queues: dict[Hashable, deque[_Queued]] = {}
         self._running = 0
-        # The loop keeps only a weak reference to a task.
+        self._executor: ThreadPoolExecutor | None = None
+        # Each turn's request for a thread, until it ends (the loop keeps only a weak
+        # reference to a task).
         self._asking: set[asyncio.Future[None]] = set()
 
     async def run(self, project: Hashable, call: Callable[[], T]) -> T:
-        """``call`` in its project's turn (every project's on SQLite), with this task's
-        context variables (the request's id and tenant in its log lines); its result, or what
-        it raised. Cancelled before its turn, it never runs; cancelled during it, it ends as
-        it would have (its commit included) and its result is dropped."""
+        """``call`` in the turn of ``project`` (on SQLite, the one turn of every write), with
+        this task's context variables (the request's id and tenant in its log lines); its
+        result, or what it raised. Cancelled before its turn, it never runs; cancelled during
+        it, it ends as it would have (its commit included) and its result is dropped."""
         loop = asyncio.get_running_loop()
         # A server has one event loop; a test's client may run each request in one of its own,
         # and a turn asks for its threads on the loop that started it.
@@ -101,41 +103,81 @@ class WriteTurns:
         self, loop: asyncio.AbstractEventLoop, key: Hashable, queue: deque[_Queued]
     ) -> None:
         """On the loop: the turn's writes run in a thread as soon as one is free."""
-        if self.one_writer:
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(1, thread_name_prefix="context-store-write")
-            asking = loop.run_in_executor(self._executor, self._take_turn, loop, key, queue)
-        else:
-            asking = asyncio.ensure_future(to_thread.run_sync(self._take_turn, loop, key, queue))
+        asking: asyncio.Future[None]
+        try:
+            if self.one_writer:
+                with self._lock:
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(
+                            1, thread_name_prefix="context-store-write"
+                        )
+                    executor = self._executor
+                asking = loop.run_in_executor(executor, self._take_turn, loop, key, queue)
+            else:
+                asking = asyncio.ensure_future(
+                    to_thread.run_sync(self._take_turn, loop, key, queue)
+                )
+        except BaseException as exc:  # an executor shut down meanwhile, or the loop closing
+            self._abandon(key, queue, exc)
+            return
         self._asking.add(asking)
-        asking.add_done_callback(self._asking.discard)
+        asking.add_done_callback(functools.partial(self._asked, key, queue))
+
+    def _asked(self, key: Hashable, queue: deque[_Queued], asking: asyncio.Future[None]) -> None:
+        self._asking.discard(asking)
+        if asking.cancelled():  # the loop closing before a thread took the turn
+            self._abandon(key, queue, None)
+        elif (error := asking.exception()) is not None:
+            self._abandon(key, queue, error)
+
+    def _abandon(self, key: Hashable, queue: deque[_Queued], error: BaseException | None) -> None:
+        """A turn no thread will take: its writes end with ``error`` (None: cancelled), and the
+        project's next write starts a turn of its own."""
+        with self._lock:
+            if self._queues.get(key) is queue:
+                del self._queues[key]
+            left = list(queue)
+            queue.clear()
+        for queued in left:
+            future = queued.future
+            if error is None:
+                future.get_loop().call_soon_threadsafe(future.cancel)
+            else:
+                future.get_loop().call_soon_threadsafe(_settle, future, None, error)
 
     def _take_turn(
         self, loop: asyncio.AbstractEventLoop, key: Hashable, queue: deque[_Queued]
     ) -> None:
         """In the turn's thread: its writes one after another until none is left, or
         ``TURN_WRITES`` of them, then the thread asked for again."""
-        for _ in range(TURN_WRITES):
+        # On PostgreSQL the clock starts once the turn has a thread: a wait for a worker
+        # thread has no time limit, for a write as for any request. SQLite's thread is the
+        # writer's, and a wait for it is a wait for the writer.
+        started = time.monotonic()
+        for written in range(TURN_WRITES + 1):
             with self._lock:
                 if not queue:
                     del self._queues[key]
                     return
+                if written == TURN_WRITES:
+                    break
                 queued = queue.popleft()
                 self._running += 1
+            since = queued.queued_at if self.one_writer else max(queued.queued_at, started)
             try:
-                self._write(queued)
+                self._write(queued, since)
             finally:
                 with self._lock:
                     self._running -= 1
         loop.call_soon_threadsafe(self._ask_for_thread, loop, key, queue)
 
-    def _write(self, queued: _Queued) -> None:
+    def _write(self, queued: _Queued, since: float) -> None:
         if queued.future.cancelled():
             return
         result: Any = None
         error: BaseException | None = None
         try:
-            if time.monotonic() - queued.queued >= self.timeout_seconds:
+            if time.monotonic() - since >= self.timeout_seconds:
                 raise PoolTimeoutError(
                     f"a write waited {self.timeout_seconds} s for its turn to write"
                 )
@@ -160,8 +202,10 @@ class WriteTurns:
             return sum(len(queue) for queue in self._queues.values())
 
     def shutdown(self) -> None:
-        """After the last request: the write still running finishes (and commits) first."""
-        executor, self._executor = self._executor, None
+        """After the last request: SQLite's running write finishes (and commits) first. (On
+        PostgreSQL a request waits for its write, and the server for its requests.)"""
+        with self._lock:
+            executor, self._executor = self._executor, None
         if executor is not None:
             executor.shutdown(wait=True)
 

@@ -4,6 +4,7 @@ project's, in a worker thread), every other write in a worker thread; the turns'
 time limit of a wait for one, an error a write cannot pass back, and the write thread's end when
 the database is disposed."""
 
+import json
 import re
 import threading
 import time
@@ -15,6 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.core import write_threads
 from app.core.migrations import upgrade
 from app.main import create_app
 from app.memory import service as memory_service
@@ -152,7 +154,7 @@ def test_writes_that_waited_for_their_turn_past_the_pool_timeout_are_refused(
 ):
     """On both databases: behind a write that takes longer than ``db_pool_timeout_seconds``,
     the writes of its project are refused with a 503 when their turn comes."""
-    app = create_app(make_settings(database_url, db_pool_timeout_seconds=1.0))
+    app = create_app(make_settings(database_url, db_pool_timeout_seconds=2.0))
     with TestClient(app) as scraper:
         key = create_key(app, tenant)
         answers: list[int] = []
@@ -160,11 +162,77 @@ def test_writes_that_waited_for_their_turn_past_the_pool_timeout_are_refused(
         _wait_for(scraper, busy=1, waiting=0)
         queued = [_send(scraper, key, "slow", n, answers) for n in (2, 3, 4)]
         _wait_for(scraper, busy=1, waiting=3)
-        time.sleep(1.2)
+        time.sleep(2.3)
         held_writes.set()
         for sender in (first, *queued):
             sender.join()
         assert sorted(answers) == [201, 503, 503, 503]
+
+
+def test_a_turn_runs_its_writes_in_their_order_and_hands_its_thread_on(
+    database_url, tenant, held_writes, monkeypatch
+):
+    """After ``TURN_WRITES`` writes a turn asks for a thread again, and loses none of its
+    writes or their order."""
+    monkeypatch.setattr(write_threads, "TURN_WRITES", 2)
+    asked: list[int] = []
+    ask_for_thread = write_threads.WriteTurns._ask_for_thread
+
+    def counted(self: write_threads.WriteTurns, *args: Any) -> None:
+        asked.append(len(asked))
+        ask_for_thread(self, *args)
+
+    monkeypatch.setattr(write_threads.WriteTurns, "_ask_for_thread", counted)
+    written: list[bytes] = []
+    held = memory_service.create_item
+
+    def recorded(write: Any, kind: Any, raw: bytes) -> Any:
+        written.append(raw)
+        return held(write, kind, raw)
+
+    monkeypatch.setattr(memory_service, "create_item", recorded)
+    app = create_app(make_settings(database_url))
+    with TestClient(app) as scraper:
+        key = create_key(app, tenant)
+        answers: list[int] = []
+        senders = [_send(scraper, key, "ordered", 1, answers)]
+        _wait_for(scraper, busy=1, waiting=0)
+        # One at a time, each counted in the queue before the next is sent: their order.
+        for number in range(2, 8):
+            senders.append(_send(scraper, key, "ordered", number, answers))
+            _wait_for(scraper, busy=1, waiting=number - 1)
+        held_writes.set()
+        for sender in senders:
+            sender.join()
+    assert answers == [201] * 7
+    assert [json.loads(raw)["id"] for raw in written] == [f"dec-{n}" for n in range(1, 8)]
+    # Writes 1-2, 3-4, 5-6, then 7: four threads asked for.
+    assert len(asked) == 4
+
+
+def test_a_turn_no_thread_took_fails_its_writes_and_the_next_write_starts_anew(
+    database_url, tenant, monkeypatch
+):
+    """A thread that fails before it takes its turn (an executor shut down meanwhile, a thread
+    that cannot start): its writes answer 500 rather than wait for ever, and the project's
+    next write gets a turn of its own."""
+    take_turn = write_threads.WriteTurns._take_turn
+    failures = [RuntimeError("no thread")]
+
+    def failing_once(self: write_threads.WriteTurns, *args: Any) -> None:
+        if failures:
+            raise failures.pop()
+        take_turn(self, *args)
+
+    monkeypatch.setattr(write_threads.WriteTurns, "_take_turn", failing_once)
+    app = create_app(make_settings(database_url))
+    with TestClient(app, raise_server_exceptions=False) as scraper:
+        key = create_key(app, tenant)
+        answers: list[int] = []
+        for number in (1, 2):
+            _send(scraper, key, "retried", number, answers).join(30)
+        assert answers == [500, 201]
+        _wait_for(scraper, busy=0, waiting=0)
 
 
 def test_sqlite_writes_queued_behind_a_held_writer_are_refused_within_the_pool_timeout(tmp_path):
