@@ -14,10 +14,12 @@ Measured under 32 connections appending to one project (``make bench``, a quiet 
   decision POST cost 5.1 context switches and 0.92-1.05 ms of server CPU, against 1.4 and
   0.81-0.85 ms in a turn (``perf stat`` and ``make bench``, 2026-11-26).
 - PostgreSQL, where each write had a worker thread and a pooled connection and waited for the
-  project's row lock in the database: 0.880 / 1.207 / 1.345 ms of server CPU for a decision,
-  a handover and an iteration start, against 0.758 / 1.000 / 1.072 with every write in one
-  thread (2026-11-26, the same sitting). A project's turn holds one connection, not one for
-  each of its writers, so a tenant writing hard into one project leaves the pool to the rest.
+  project's row lock in the database: 0.946-1.028 / 1.269-1.349 / 1.356-1.398 ms of server CPU
+  for a decision, a handover and an iteration start, against 0.745-0.782 / 0.974-1.041 /
+  1.058-1.125 in turns, and 25-45% more appends a second (two alternate pairs, 2026-11-26).
+  Turns whose batches were each asked for from the event loop saved about half of that. A
+  project's turn holds one connection, not one for each of its writers, so a tenant writing
+  hard into one project leaves the pool to the rest.
 
 SQLite's turn runs in a thread of its own (its writer needs no worker thread, and a read never
 waits behind it for one); PostgreSQL's turns in anyio's worker threads, one for each project
