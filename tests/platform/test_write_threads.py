@@ -125,7 +125,7 @@ def _wait_for(scraper: TestClient, busy: int, waiting: int) -> None:
         time.sleep(0.02)
 
 
-def test_a_write_waits_for_the_writes_of_its_project_alone_on_postgresql(
+def test_a_write_waits_for_its_projects_writes_on_postgresql_and_for_all_on_sqlite(
     database_url, tenant, held_writes
 ):
     """SQLite's writes all take turns (one writer); PostgreSQL's only within a project (each
