@@ -47,7 +47,7 @@ from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
-from app.core.write_threads import WriteTurns
+from app.core.write_turns import WriteTurns
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -383,7 +383,7 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 class Database:
     reader: Engine
     writer: Engine
-    # Where the small writes run, each in its turn (app/core/write_threads.py).
+    # Where the small writes run, each in its turn (app/core/write_turns.py).
     write_turns: WriteTurns
     # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
     checkpoints: WalCheckpoints | None = None

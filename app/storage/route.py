@@ -3,7 +3,7 @@ request costs one thread hop; the Idempotency-Key claimed and recorded once here
 that takes one.
 
 A write route's endpoint (a ``WriteRoute``'s, sync) runs whole in its write turn
-(``app/core/write_threads.py``: SQLite's one writer, or its project's on PostgreSQL) when its
+(``app/core/write_turns.py``: SQLite's one writer, or its project's on PostgreSQL) when its
 body is small (``SMALL_WRITE_BYTES``); a write with a larger body runs in a worker thread, so
 that its parse and redaction do not hold up the writes queued behind it (they wait only for
 the writer's connection or the project's lock, while it writes). A save's import
@@ -176,7 +176,7 @@ class WriteRoute(ContextStoreRoute):
             # FastAPI fills one request parameter alone: it must be the one the wrapper reads.
             if self.dependant.request_param_name != request_name:
                 raise TypeError(f"{path}: FastAPI fills another request parameter than Writes'")
-            # A write waits for its turn behind its project's (app/core/write_threads.py).
+            # A write waits for its turn behind its project's (app/core/write_turns.py).
             if "project" not in self.param_convertors:
                 raise TypeError(f"{path}: a write route's path names its project")
             self.require_scopes({Scope.write})

@@ -1,4 +1,4 @@
-"""Where a write route runs (app/storage/route.py, app/core/write_threads.py), through HTTP
+"""Where a write route runs (app/storage/route.py, app/core/write_turns.py), through HTTP
 against the real app: a small write in its turn (SQLite's write thread; on PostgreSQL its
 project's, in a worker thread), every other write in a worker thread; the turns' metrics, the
 time limit of a wait for one, an error a write cannot pass back, and the write thread's end when
@@ -16,7 +16,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core import write_threads
+from app.core import write_turns
 from app.core.migrations import upgrade
 from app.main import create_app
 from app.memory import service as memory_service
@@ -174,15 +174,15 @@ def test_a_turn_runs_its_writes_in_their_order_and_hands_its_thread_on(
 ):
     """After ``TURN_WRITES`` writes a turn asks for a thread again, and loses none of its
     writes or their order."""
-    monkeypatch.setattr(write_threads, "TURN_WRITES", 2)
+    monkeypatch.setattr(write_turns, "TURN_WRITES", 2)
     asked: list[int] = []
-    ask_for_thread = write_threads.WriteTurns._ask_for_thread
+    ask_for_thread = write_turns.WriteTurns._ask_for_thread
 
-    def counted(self: write_threads.WriteTurns, *args: Any) -> None:
+    def counted(self: write_turns.WriteTurns, *args: Any) -> None:
         asked.append(len(asked))
         ask_for_thread(self, *args)
 
-    monkeypatch.setattr(write_threads.WriteTurns, "_ask_for_thread", counted)
+    monkeypatch.setattr(write_turns.WriteTurns, "_ask_for_thread", counted)
     written: list[bytes] = []
     held = memory_service.create_item
 
@@ -216,15 +216,15 @@ def test_a_turn_no_thread_took_fails_its_writes_and_the_next_write_starts_anew(
     """A thread that fails before it takes its turn (an executor shut down meanwhile, a thread
     that cannot start): its writes answer 500 rather than wait for ever, and the project's
     next write gets a turn of its own."""
-    take_turn = write_threads.WriteTurns._take_turn
+    take_turn = write_turns.WriteTurns._take_turn
     failures = [RuntimeError("no thread")]
 
-    def failing_once(self: write_threads.WriteTurns, *args: Any) -> None:
+    def failing_once(self: write_turns.WriteTurns, *args: Any) -> None:
         if failures:
             raise failures.pop()
         take_turn(self, *args)
 
-    monkeypatch.setattr(write_threads.WriteTurns, "_take_turn", failing_once)
+    monkeypatch.setattr(write_turns.WriteTurns, "_take_turn", failing_once)
     app = create_app(make_settings(database_url))
     with TestClient(app, raise_server_exceptions=False) as scraper:
         key = create_key(app, tenant)
