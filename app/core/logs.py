@@ -13,6 +13,7 @@ secrets or names), and never a body or a header other than the id. The same pass
 feeds the request metrics (app/core/metrics.py).
 """
 
+import asyncio
 import json
 import logging
 import logging.config
@@ -27,6 +28,7 @@ import orjson
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.core.errors import ServiceUnavailable, problem_response
 from app.core.metrics import Metrics, route_template
 from app.redaction import redact_value
 
@@ -36,6 +38,9 @@ REQUEST_ID_HEADER = "X-Request-ID"
 SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 request_id: ContextVar[str | None] = ContextVar("request_id", default=None)
+# Set in a request's task once it was cancelled and answered 503 (``RequestRecordMiddleware``).
+_answered_cancelled: ContextVar[bool] = ContextVar("answered_cancelled", default=False)
+_UNCAUGHT = "Exception in ASGI application"
 
 access_log = logging.getLogger("context_store.access")
 
@@ -85,7 +90,10 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
-        "filters": {"abandoned": {"()": "app.core.sending.AbandonedResponseFilter"}},
+        "filters": {
+            "abandoned": {"()": "app.core.sending.AbandonedResponseFilter"},
+            "cancelled": {"()": "app.core.logs.CancelledRequestFilter"},
+        },
         "handlers": {
             "stderr": {
                 "class": "logging.StreamHandler",
@@ -96,7 +104,11 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
         "root": {"handlers": ["stderr"], "level": level},
         "loggers": {
             "uvicorn": {"handlers": [], "propagate": True},
-            "uvicorn.error": {"handlers": [], "propagate": True, "filters": ["abandoned"]},
+            "uvicorn.error": {
+                "handlers": [],
+                "propagate": True,
+                "filters": ["abandoned", "cancelled"],
+            },
             "uvicorn.access": {"handlers": [], "propagate": False},
             "alembic": {"handlers": [], "propagate": True},
             # /mcp: each tool's in-process request has its own line already (the request
@@ -145,11 +157,13 @@ class RequestRecordMiddleware:
         current = _request_id_from(scope)
         token = request_id.set(current)
         status = 500
+        answered = False
 
         async def send_with_request_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
                 status = message["status"]
+                answered = True
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = current
             await send(message)
 
@@ -157,6 +171,18 @@ class RequestRecordMiddleware:
         in_progress.inc()
         try:
             await self.app(scope, receive, send_with_request_id)
+        except asyncio.CancelledError:
+            # uvicorn cancels the requests still running when the shutdown's grace period
+            # ends, and answers each that has no answer yet 500, with a traceback: it is told
+            # to come back instead (a retry with its Idempotency-Key is safe), and the
+            # cancellation goes on.
+            if not answered:
+                unavailable = ServiceUnavailable(
+                    "The server stopped before it answered this request; retry it."
+                )
+                await problem_response(unavailable)(scope, receive, send_with_request_id)
+                _answered_cancelled.set(True)
+            raise
         finally:
             in_progress.dec()
             seconds = time.perf_counter() - started
@@ -179,3 +205,12 @@ def _log(scope: Scope, method: str, route: str, status: int, seconds: float) -> 
         fields["tenant"] = tenant
     level = logging.ERROR if status >= 500 else logging.INFO
     access_log.log(level, "%s %s %d", method, route, status, extra=fields)
+
+
+class CancelledRequestFilter(logging.Filter):
+    """Drops uvicorn's traceback for a request that was cancelled and answered 503
+    (``RequestRecordMiddleware``; its request line says so): an ERROR line means the server
+    failed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_answered_cancelled.get() and record.getMessage().startswith(_UNCAUGHT))

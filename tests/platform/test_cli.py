@@ -227,7 +227,7 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
     assert "Shutting down" in [line["message"] for line in lines]
 
 
-def test_sigterm_cancels_what_outlasts_the_grace_period_and_still_exits_0(tmp_path):
+def test_sigterm_cancels_what_outlasts_the_grace_period_answers_503_and_exits_0(tmp_path):
     port, log = _free_port(), tmp_path / "server.log"
     server = _serve(
         _migrated_sqlite(tmp_path), port, log, CONTEXT_STORE_SHUTDOWN_GRACE_SECONDS="0.5"
@@ -242,11 +242,21 @@ def test_sigterm_cancels_what_outlasts_the_grace_period_and_still_exits_0(tmp_pa
         if upload is not None:
             upload.finish()
         _stop(server)
-    # uvicorn answers a cancelled request 500 (or the connection just ends): never a success.
+    # Told to come back (503), where uvicorn would answer 500; or, while the client was still
+    # sending its body, the connection closed under it.
     assert upload.responses or upload.errors
-    assert not any(response.is_success for response in upload.responses)
-    messages = [str(line["message"]) for line in _log_lines(log)]
+    for response in upload.responses:
+        assert response.status_code == 503, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["type"] == "urn:context-store:problem:unavailable"
+    lines = _log_lines(log)
+    messages = [str(line["message"]) for line in lines]
     assert any("timeout graceful shutdown exceeded" in message for message in messages)
+    [logged] = [line for line in lines if line.get("request_id") == "in-flight"]
+    assert logged["status"] == 503
+    # The cancellation is what the server meant: no traceback, as for a failure.
+    assert not any(message.startswith("Exception in ASGI application") for message in messages)
 
 
 # The first ten minutes: what a newcomer meets, run as they run it.
