@@ -175,13 +175,11 @@ class RequestRecordMiddleware:
             # uvicorn cancels the requests still running when the shutdown's grace period
             # ends, and answers each that has no answer yet 500, with a traceback: it is told
             # to come back instead (a retry with its Idempotency-Key is safe), and the
-            # cancellation goes on.
-            if not answered:
-                unavailable = ServiceUnavailable(
-                    "The server stopped before it answered this request; retry it."
-                )
-                await problem_response(unavailable)(scope, receive, send_with_request_id)
-                _answered_cancelled.set(True)
+            # cancellation goes on. Only when this request's own task is being cancelled: a
+            # CancelledError from a future cancelled elsewhere is a failure like any other.
+            task = asyncio.current_task()
+            if not answered and task is not None and task.cancelling():
+                await _answer_cancelled(scope, receive, send_with_request_id)
             raise
         finally:
             in_progress.dec()
@@ -190,6 +188,22 @@ class RequestRecordMiddleware:
             self.metrics.observe_request(method, route, status, seconds)
             _log(scope, method, route, status, seconds)
             request_id.reset(token)
+
+
+async def _answer_cancelled(scope: Scope, receive: Receive, send: Send) -> None:
+    """A 503 for a request whose task is being cancelled. It closes the connection, so that a
+    request pipelined behind it never starts on a server that has shut down; a client gone
+    meanwhile leaves the cancellation as it was."""
+    unavailable = ServiceUnavailable(
+        "The server stopped before it answered this request; retry it."
+    )
+    response = problem_response(unavailable)
+    response.headers["Connection"] = "close"
+    try:
+        await response(scope, receive, send)
+    except Exception:  # noqa: BLE001  # the cancellation is what the task ends with
+        return
+    _answered_cancelled.set(True)
 
 
 def _log(scope: Scope, method: str, route: str, status: int, seconds: float) -> None:
@@ -208,9 +222,13 @@ def _log(scope: Scope, method: str, route: str, status: int, seconds: float) -> 
 
 
 class CancelledRequestFilter(logging.Filter):
-    """Drops uvicorn's traceback for a request that was cancelled and answered 503
-    (``RequestRecordMiddleware``; its request line says so): an ERROR line means the server
-    failed."""
+    """Drops uvicorn's traceback of the cancellation of a request that was answered 503 for
+    it (``RequestRecordMiddleware``; its request line says so): the server did not fail."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (_answered_cancelled.get() and record.getMessage().startswith(_UNCAUGHT))
+        return not (
+            _answered_cancelled.get()
+            and record.getMessage().startswith(_UNCAUGHT)
+            and record.exc_info is not None
+            and isinstance(record.exc_info[1], asyncio.CancelledError)
+        )

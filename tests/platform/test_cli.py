@@ -249,6 +249,8 @@ def test_sigterm_cancels_what_outlasts_the_grace_period_answers_503_and_exits_0(
         assert response.status_code == 503, response.text
         assert response.headers["content-type"] == "application/problem+json"
         assert response.headers["retry-after"] == "1"
+        # Nothing pipelined behind it may start on a server that has shut down.
+        assert response.headers["connection"] == "close"
         assert response.json()["type"] == "urn:context-store:problem:unavailable"
     lines = _log_lines(log)
     messages = [str(line["message"]) for line in lines]
