@@ -201,7 +201,7 @@ async def _answer_cancelled(scope: Scope, receive: Receive, send: Send) -> None:
     response.headers["Connection"] = "close"
     try:
         await response(scope, receive, send)
-    except Exception:  # noqa: BLE001  # the cancellation is what the task ends with
+    except Exception:  # the client gone: the cancellation is what the task ends with
         return
     _answered_cancelled.set(True)
 

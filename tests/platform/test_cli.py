@@ -227,11 +227,11 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
     assert "Shutting down" in [line["message"] for line in lines]
 
 
-def test_sigterm_cancels_what_outlasts_the_grace_period_answers_503_and_exits_0(tmp_path):
+def test_sigterm_cancels_what_outlasts_the_grace_period_answers_503_and_exits_0(
+    tmp_path, database_url
+):
     port, log = _free_port(), tmp_path / "server.log"
-    server = _serve(
-        _migrated_sqlite(tmp_path), port, log, CONTEXT_STORE_SHUTDOWN_GRACE_SECONDS="0.5"
-    )
+    server = _serve(database_url, port, log, CONTEXT_STORE_SHUTDOWN_GRACE_SECONDS="0.5")
     upload: StalledImport | None = None
     try:
         upload = StalledImport(f"http://127.0.0.1:{port}")

@@ -1,5 +1,6 @@
 """Structured logs: JSON lines, one per request, with its id, and nothing secret."""
 
+import asyncio
 import io
 import json
 import logging
@@ -17,7 +18,9 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from app.core import write_turns
 from app.core.logs import JsonFormatter
+from tests.conftest import client_for, create_key
 from tests.helpers import http_scope, import_save, seed_save
 
 LogLines = Callable[[], list[dict[str, Any]]]
@@ -216,3 +219,19 @@ def test_a_client_that_hangs_up_mid_body_is_logged_as_such_and_changes_nothing(
     assert access["status"] == 400 and access["tenant"] == tenant
     assert any("disconnected" in line["message"] for line in lines)
     assert client.get(path).status_code == 404  # nothing stored, not even the project
+
+
+def test_a_cancelled_error_not_the_requests_own_cancellation_stays_a_500(app, monkeypatch):
+    """Only a request whose own task is being cancelled (the shutdown's grace period run out)
+    is answered 503: a CancelledError from a future cancelled elsewhere is a failure."""
+
+    async def cancelled_elsewhere(self: write_turns.WriteTurns, *_args: Any) -> None:
+        future = asyncio.get_running_loop().create_future()
+        future.cancel()
+        await future
+
+    monkeypatch.setattr(write_turns.WriteTurns, "run", cancelled_elsewhere)
+    client = client_for(app, create_key(app, "t-cancelled"), raise_server_exceptions=False)
+    decision = {"id": "dec-1", "decision": "Keep it", "rationale": "Measured"}
+    answer = client.post("/v1/projects/elsewhere/memory/decisions", json=decision)
+    assert answer.status_code == 500

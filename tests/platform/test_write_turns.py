@@ -32,9 +32,11 @@ def _decision(number: int, rationale: str = "Measured") -> dict[str, Any]:
     return {"id": f"dec-{number}", "decision": "Keep it", "rationale": rationale}
 
 
-def _post_decision(client: TestClient, project: str, number: int) -> int:
+def _post_decision(client: TestClient, project: str, number: int, key: str | None = None) -> int:
+    """The status of a decision's append, with ``key`` when given (else the client's)."""
     path = f"/v1/projects/{project}/memory/decisions"
-    return client.post(path, json=_decision(number)).status_code
+    headers = {} if key is None else {"Authorization": f"Bearer {key}"}
+    return client.post(path, json=_decision(number), headers=headers).status_code
 
 
 @pytest.fixture
@@ -99,18 +101,14 @@ def held_writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
     release.set()
 
 
-def _send(client: TestClient, key: str, project: str, number: int, into: list[int]) -> Any:
+def _send(
+    client: TestClient, key: str, project: str, number: int, into: list[int]
+) -> threading.Thread:
     """A thread that posts a decision with ``key`` and adds its status to ``into``: through an
     entered client, so that every request runs on its one event loop, as under a server."""
-
-    def post() -> None:
-        path = f"/v1/projects/{project}/memory/decisions"
-        answer = client.post(
-            path, json=_decision(number), headers={"Authorization": f"Bearer {key}"}
-        )
-        into.append(answer.status_code)
-
-    sender = threading.Thread(target=post)
+    sender = threading.Thread(
+        target=lambda: into.append(_post_decision(client, project, number, key))
+    )
     sender.start()
     return sender
 
