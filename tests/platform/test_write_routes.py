@@ -106,6 +106,14 @@ def test_a_write_route_refuses_an_endpoint_it_cannot_hand_writes_to():
         with pytest.raises(TypeError, match=says):
             router.add_api_route("/x", endpoint, methods=["POST"])
 
+    # A write waits for its turn behind its project's writes: the path must name the project.
+    def no_project(writes: WritesDep) -> Response:
+        raise AssertionError("never called")
+
+    without_project = GatedRouter(prefix="/v1/probe", route_class=WriteRoute)
+    with pytest.raises(TypeError, match="names its project"):
+        without_project.add_api_route("/x", no_project, methods=["POST"])
+
 
 def _same_answers(
     database_url: str, tenant: str, router: GatedRouter, urls: list[str], **request: Any
