@@ -34,6 +34,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -60,7 +61,13 @@ class _Queued:
 
 
 class WriteTurns:
-    def __init__(self, timeout_seconds: float, *, one_writer: bool) -> None:
+    def __init__(
+        self,
+        timeout_seconds: float,
+        *,
+        one_writer: bool,
+        turn_scope: Callable[[], AbstractContextManager[None]],
+    ) -> None:
         # As long as a write may wait for a pooled connection (``db_pool_timeout_seconds``): a
         # write that waited that long for its turn is a 503 when the turn comes, as it would
         # have been in the pool, rather than a wait in the pool as long again.
@@ -68,6 +75,8 @@ class WriteTurns:
         # SQLite: one turn for every write, in a thread of its own. PostgreSQL: one turn per
         # project, in the worker threads.
         self.one_writer = one_writer
+        # Entered around each turn's writes in its thread (the writer's connection it holds).
+        self._turn_scope = turn_scope
         # Each turn's writes not yet started, from its first write's arrival until its thread
         # finds none left; the writes running; SQLite's thread, made at the first write after
         # start or after ``shutdown`` (a database stays usable once disposed, as its engines
@@ -156,21 +165,22 @@ class WriteTurns:
         # thread has no time limit, for a write as for any request. SQLite's thread is the
         # writer's, and a wait for it is a wait for the writer.
         started = time.monotonic()
-        for written in range(TURN_WRITES + 1):
-            with self._lock:
-                if not queue:
-                    del self._queues[key]
-                    return
-                if written == TURN_WRITES:
-                    break
-                queued = queue.popleft()
-                self._running += 1
-            since = queued.queued_at if self.one_writer else max(queued.queued_at, started)
-            try:
-                self._write(queued, since)
-            finally:
+        with self._turn_scope():
+            for written in range(TURN_WRITES + 1):
                 with self._lock:
-                    self._running -= 1
+                    if not queue:
+                        del self._queues[key]
+                        return
+                    if written == TURN_WRITES:
+                        break
+                    queued = queue.popleft()
+                    self._running += 1
+                since = queued.queued_at if self.one_writer else max(queued.queued_at, started)
+                try:
+                    self._write(queued, since)
+                finally:
+                    with self._lock:
+                        self._running -= 1
         loop.call_soon_threadsafe(self._ask_for_thread, loop, key, queue)
 
     def _write(self, queued: _Queued, since: float) -> None:

@@ -301,3 +301,42 @@ def test_a_database_disposed_and_used_again_still_writes(app, client, project):
     """As its engines do: the app's lifespan may end and start again over one database."""
     app.state.database.dispose()
     assert _post_decision(client, project, 3) == 201
+
+
+def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
+    database_url, tenant, held_writes, monkeypatch
+):
+    """A turn checks the writer's connection out at its first write and keeps it for the
+    next ones; a write that raises (a 409 here) returns it to the pool, and the turn's next
+    write checks out another; the turn returns its connection when it ends."""
+    connections: list[object] = []
+    held = memory_service.create_item
+
+    def recorded(write: Any, kind: Any, raw: bytes) -> Any:
+        connections.append(write.sessions.connection)
+        return held(write, kind, raw)
+
+    monkeypatch.setattr(memory_service, "create_item", recorded)
+    app = create_app(make_settings(database_url))
+    with TestClient(app) as scraper:
+        key = create_key(app, tenant)
+        answers: list[int] = []
+        senders = [_send(scraper, key, "shared", 1, answers)]
+        _wait_for(scraper, busy=1, waiting=0)
+        # In this order, each counted in the queue before the next is sent; the third repeats
+        # the second's id.
+        for queued, number in enumerate((2, 2, 3, 4), start=1):
+            senders.append(_send(scraper, key, "shared", number, answers))
+            _wait_for(scraper, busy=1, waiting=queued)
+        held_writes.set()
+        for sender in senders:
+            sender.join()
+        assert sorted(answers) == [201, 201, 201, 201, 409]
+        first, second, failed, after_failure, last = connections
+        assert first is second is failed
+        assert after_failure is last and after_failure is not first
+        # The turn over, its connection is back in the pool, and the next write's turn
+        # checks one out anew.
+        assert app.state.database.writer.pool.checkedout() == 0
+        assert _post_decision(client_for(app, key), "shared", 5) == 201
+        assert connections[-1] is not last
