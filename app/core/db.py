@@ -262,11 +262,15 @@ class DriverStatement:
                 cursor.executemany(compiled.sql, values)
             else:
                 cursor.execute(compiled.sql, values)
-                # Read once: psycopg builds its list of columns at each read.
-                description = cursor.description
-                if description is not None:
+                if compiled.returns_rows is None or not compiled.described:
+                    # Read once, and only until the statement is described: psycopg builds
+                    # its list of columns at each read.
+                    description = cursor.description
+                    if description is not None:
+                        fetched = cursor.fetchall()
+                        compiled.describe(description)
+                elif compiled.returns_rows:
                     fetched = cursor.fetchall()
-                    compiled.describe(description)
         except BaseException as exc:
             # SQLAlchemy's own handling, as its execute has it (private, but the one path that
             # does all of it): the driver's error wrapped as SQLAlchemy's (which the error
@@ -316,6 +320,9 @@ class _CompiledStatement:
         self._dialect = dialect
         # A SELECT's columns, or an INSERT's RETURNING (none without one).
         self._columns = list(getattr(statement, "exported_columns", ()))  # none in a TextClause
+        # Whether it returns rows: a SELECT and a RETURNING do, any other Core statement not;
+        # of a TextClause only the driver's description tells (None).
+        self.returns_rows = None if isinstance(statement, TextClause) else bool(self._columns)
         # Where a value over the kept cursor's limit may be: the values' names (or positions)
         # and the result's positions of the types that may hold one (None: look at all).
         self.sized_values: list[Any] | None = (
@@ -339,18 +346,18 @@ class _CompiledStatement:
         # Their result processors, known at the first rows fetched: a type's may depend on the
         # driver's type of the column (PostgreSQL's float8 or numeric for a Float).
         self._results: list[Any] | None = None
-        self._described = not self._columns
+        self.described = not self._columns
 
     def describe(self, description: Sequence[Any]) -> None:
         """The result processors, from the driver's description of the first rows fetched."""
-        if self._described:
+        if self.described:
             return
         processors = [
             column.type.dialect_impl(self._dialect).result_processor(self._dialect, described[1])
             for column, described in zip(self._columns, description, strict=True)
         ]
         self._results = processors if any(processors) else None
-        self._described = True
+        self.described = True
 
     def values(self, parameters: Mapping[str, Any]) -> Any:
         values = self._compiled.construct_params(parameters)
