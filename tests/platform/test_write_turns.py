@@ -123,6 +123,33 @@ def _wait_for(scraper: TestClient, busy: int, waiting: int) -> None:
         time.sleep(0.02)
 
 
+def _record_each_write(
+    monkeypatch: pytest.MonkeyPatch, record: Callable[[Any, bytes], Any]
+) -> None:
+    """``record`` called with each decision append's write and body, as the write runs."""
+    append = memory_service.create_item
+
+    def recorded(write: Any, kind: Any, raw: bytes) -> Any:
+        record(write, raw)
+        return append(write, kind, raw)
+
+    monkeypatch.setattr(memory_service, "create_item", recorded)
+
+
+def _send_in_order(
+    scraper: TestClient, key: str, project: str, numbers: list[int], into: list[int]
+) -> list[threading.Thread]:
+    """Decisions sent one at a time into ``project``, the first held in its write
+    (``held_writes``), each next counted in the queue before the one after it is sent: the
+    order they run in."""
+    senders = [_send(scraper, key, project, numbers[0], into)]
+    _wait_for(scraper, busy=1, waiting=0)
+    for queued, number in enumerate(numbers[1:], start=1):
+        senders.append(_send(scraper, key, project, number, into))
+        _wait_for(scraper, busy=1, waiting=queued)
+    return senders
+
+
 def test_a_write_waits_for_its_projects_writes_on_postgresql_and_for_all_on_sqlite(
     database_url, tenant, held_writes
 ):
@@ -182,23 +209,12 @@ def test_a_turn_runs_its_writes_in_their_order_and_hands_its_thread_on(
 
     monkeypatch.setattr(write_turns.WriteTurns, "_ask_for_thread", counted)
     written: list[bytes] = []
-    held = memory_service.create_item
-
-    def recorded(write: Any, kind: Any, raw: bytes) -> Any:
-        written.append(raw)
-        return held(write, kind, raw)
-
-    monkeypatch.setattr(memory_service, "create_item", recorded)
+    _record_each_write(monkeypatch, lambda _write, raw: written.append(raw))
     app = create_app(make_settings(database_url))
     with TestClient(app) as scraper:
         key = create_key(app, tenant)
         answers: list[int] = []
-        senders = [_send(scraper, key, "ordered", 1, answers)]
-        _wait_for(scraper, busy=1, waiting=0)
-        # One at a time, each counted in the queue before the next is sent: their order.
-        for number in range(2, 8):
-            senders.append(_send(scraper, key, "ordered", number, answers))
-            _wait_for(scraper, busy=1, waiting=number - 1)
+        senders = _send_in_order(scraper, key, "ordered", list(range(1, 8)), answers)
         held_writes.set()
         for sender in senders:
             sender.join()
@@ -310,24 +326,15 @@ def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
     next ones; a write that raises (a 409 here) returns it to the pool, and the turn's next
     write checks out another; the turn returns its connection when it ends."""
     connections: list[object] = []
-    held = memory_service.create_item
-
-    def recorded(write: Any, kind: Any, raw: bytes) -> Any:
-        connections.append(write.sessions.connection)
-        return held(write, kind, raw)
-
-    monkeypatch.setattr(memory_service, "create_item", recorded)
+    _record_each_write(
+        monkeypatch, lambda write, _raw: connections.append(write.sessions.connection)
+    )
     app = create_app(make_settings(database_url))
     with TestClient(app) as scraper:
         key = create_key(app, tenant)
         answers: list[int] = []
-        senders = [_send(scraper, key, "shared", 1, answers)]
-        _wait_for(scraper, busy=1, waiting=0)
-        # In this order, each counted in the queue before the next is sent; the third repeats
-        # the second's id.
-        for queued, number in enumerate((2, 2, 3, 4), start=1):
-            senders.append(_send(scraper, key, "shared", number, answers))
-            _wait_for(scraper, busy=1, waiting=queued)
+        # The third repeats the second's id.
+        senders = _send_in_order(scraper, key, "shared", [1, 2, 2, 3, 4], answers)
         held_writes.set()
         for sender in senders:
             sender.join()
