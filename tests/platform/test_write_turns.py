@@ -12,17 +12,25 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core import write_turns
+from app.core import db, write_turns
 from app.core.migrations import upgrade
 from app.main import create_app
 from app.memory import service as memory_service
 from app.saves import service as saves_service
 from app.storage.route import SMALL_WRITE_BYTES
-from tests.conftest import client_for, create_key, make_settings
+from tests.conftest import (
+    POSTGRES_ADMIN_URL,
+    _postgres_dsn,
+    _require_postgres,
+    client_for,
+    create_key,
+    make_settings,
+)
 from tests.helpers import import_save, seed_save
 
 WRITE_THREAD = "context-store-write"
@@ -347,3 +355,33 @@ def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
         assert app.state.database.writer.pool.checkedout() == 0
         assert _post_decision(client_for(app, key), "shared", 5) == 201
         assert connections[-1] is not last
+
+
+@pytest.mark.postgresql
+def test_a_turns_connection_lost_costs_its_write_one_retryable_answer_and_no_more(
+    postgres_databases, worker_id_label, held_writes, monkeypatch
+):
+    """PostgreSQL's server process of the turn's connection ends (an administrator's
+    pg_terminate_backend) while a write holds it: that write is a 503 to retry, and the next
+    write of the same turn checks out a live connection rather than the dead one."""
+    _require_postgres()
+    url = postgres_databases.create(worker_id_label)
+    upgrade(url)
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)  # no checkout is pinged
+    app = create_app(make_settings(url))
+    with TestClient(app) as scraper:
+        key = create_key(app, "t-lost")
+        answers: list[int] = []
+        senders = _send_in_order(scraper, key, "lost", [1, 2], answers)
+        with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (url.rsplit("/", 1)[1],),
+            ).fetchall()
+        assert ended, "the turn's connection had no server process to end"
+        held_writes.set()
+        for sender in senders:
+            sender.join()
+        assert sorted(answers) == [201, 503]
+        listed = client_for(app, key).get("/v1/projects/lost/memory/decisions").json()["items"]
+        assert [item["id"] for item in listed] == ["dec-2"]
