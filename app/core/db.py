@@ -136,7 +136,10 @@ def table_of(model: type[SQLModel]) -> Table:
 def insert_bound(table: Table, names: Iterable[str]) -> Insert:
     """An INSERT of the columns ``names``, each value bound by its column's name: a row as a
     ``DriverStatement`` takes it, by its columns' values."""
-    return insert(table).values({name: bindparam(name) for name in names})
+    # Inline: PostgreSQL's dialect would add a RETURNING of the new row's id, which the
+    # server then sends and the driver holds, for a statement whose rows nobody reads; a
+    # caller that wants the id asks for it (``.returning``).
+    return insert(table).values({name: bindparam(name) for name in names}).inline()
 
 
 def utcnow() -> datetime:
@@ -387,9 +390,11 @@ def _picker(names: Sequence[str]) -> Callable[[Mapping[str, Any]], tuple[Any, ..
 
 
 class _Held:
-    """The connection a write turn holds, once its first write has checked it out."""
+    """The connection a write turn holds, once its first write has checked it out, and how
+    many of the pool's connections had been invalidated then."""
 
     connection: Connection | None = None
+    invalidations: int = 0
 
 
 class WriterConnections:
@@ -401,13 +406,21 @@ class WriterConnections:
     ways, 2026-11-26), 3.5-5.5% of an append's. Between two writes the connection is in no
     transaction: it holds no lock, and a turn returns it within ``TURN_WRITES`` writes. A write
     that raises gives its connection back to the pool at once (one a lost server invalidated
-    among them), and the turn's next write checks out another."""
+    among them), and the turn's next write checks out another. So does a write after any of
+    the pool's connections was invalidated: a write that finds the server gone makes the pool
+    replace every connection older than that at checkout, which a connection a turn already
+    holds would otherwise escape (its next write failing on it once more)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         # A turn's thread holds its ``_Held`` here while the turn runs; a thread running a
         # write outside any turn (a large one) has none.
         self._turns = threading.local()
+        self._invalidations = 0
+        event.listen(engine, "invalidate", self._invalidated)
+
+    def _invalidated(self, *_connection: object) -> None:
+        self._invalidations += 1
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -430,7 +443,11 @@ class WriterConnections:
             with self.engine.connect() as connection, connection.begin():
                 yield connection
             return
+        if held.connection is not None and held.invalidations != self._invalidations:
+            held.connection.close()
+            held.connection = None
         if held.connection is None:
+            held.invalidations = self._invalidations
             held.connection = self.engine.connect()
         connection = held.connection
         try:

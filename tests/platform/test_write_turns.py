@@ -352,7 +352,12 @@ def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
         assert after_failure is last and after_failure is not first
         # The turn over, its connection is back in the pool, and the next write's turn
         # checks one out anew.
-        assert app.state.database.writer.pool.checkedout() == 0
+        pool = app.state.database.writer.pool
+        deadline = time.monotonic() + 30
+        # The last write's answer may arrive before its turn has returned the connection.
+        while pool.checkedout():
+            assert time.monotonic() < deadline, "the turn never returned its connection"
+            time.sleep(0.01)
         assert _post_decision(client_for(app, key), "shared", 5) == 201
         assert connections[-1] is not last
 
@@ -385,3 +390,54 @@ def test_a_turns_connection_lost_costs_its_write_one_retryable_answer_and_no_mor
         assert sorted(answers) == [201, 503]
         listed = client_for(app, key).get("/v1/projects/lost/memory/decisions").json()["items"]
         assert [item["id"] for item in listed] == ["dec-2"]
+
+
+@pytest.mark.postgresql
+def test_a_turns_connection_is_replaced_once_another_write_found_the_server_gone(
+    postgres_databases, worker_id_label, held_writes, monkeypatch
+):
+    """The server's processes end between two writes of a turn, and a write to another project
+    finds it (a 503, which makes the pool replace its older connections): the turn's next
+    write does not run on the connection it held, dead since, but on a new one."""
+    _require_postgres()
+    url = postgres_databases.create(worker_id_label)
+    upgrade(url)
+    monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)  # no checkout is pinged
+    # The turn's second write waits before it starts until ``resume`` is set.
+    waits, resume = threading.Event(), threading.Event()
+    write = write_turns.WriteTurns._write
+    calls: list[int] = []
+
+    def paused(self: write_turns.WriteTurns, *args: Any) -> None:
+        calls.append(len(calls))
+        if len(calls) == 2:
+            waits.set()
+            assert resume.wait(30), "the test never resumed the turn"
+        write(self, *args)
+
+    monkeypatch.setattr(write_turns.WriteTurns, "_write", paused)
+    app = create_app(make_settings(url))
+    with TestClient(app) as scraper:
+        key = create_key(app, "t-replaced")
+        # Connections idle in the pool, for the other project's write to take one, dead.
+        engine = app.state.database.writer
+        for connection in [engine.connect() for _ in range(3)]:
+            connection.close()
+        answers: list[int] = []
+        senders = _send_in_order(scraper, key, "held", [1, 2], answers)
+        try:
+            held_writes.set()
+            assert waits.wait(30), "the turn's second write never came"
+            with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                    (url.rsplit("/", 1)[1],),
+                )
+            client = client_for(app, key)
+            found_gone = client.post("/v1/projects/other/features", json={"feature_id": "f"})
+            assert found_gone.status_code == 503
+        finally:
+            resume.set()
+            for sender in senders:
+                sender.join()
+        assert answers == [201, 201]
