@@ -91,6 +91,27 @@ def postgres_databases() -> Iterator[PostgresDatabases]:
         databases.drop_all()
 
 
+@pytest.fixture
+def own_postgres_url(postgres_databases: PostgresDatabases, worker_id_label: str) -> str:
+    """A migrated PostgreSQL database of the test's own, so that every connection to it is the
+    app's: for tests that end those connections. PostgreSQL only: SQLite has none to lose."""
+    _require_postgres()
+    url = postgres_databases.create(worker_id_label)
+    upgrade(url)
+    return url
+
+
+def end_server_processes(database_url: str) -> int:
+    """Ends every PostgreSQL server process of the database (an administrator's
+    pg_terminate_backend): the connections the app holds to it, in use or idle, die."""
+    with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (make_url(database_url).database,),
+        ).fetchall()
+    return len(ended)
+
+
 @dataclass
 class Backend:
     name: str

@@ -420,6 +420,8 @@ class WriterConnections:
         event.listen(engine, "invalidate", self._invalidated)
 
     def _invalidated(self, *_connection: object) -> None:
+        # Not under a lock: two threads' increments may count as one, and the count has
+        # still changed, which is all a turn looks at.
         self._invalidations += 1
 
     @contextmanager
@@ -723,25 +725,29 @@ def create_database(settings: Settings) -> Database:
             # Absolute: the thread finds the file whatever the process's directory becomes.
             checkpoints = WalCheckpoints(os.path.abspath(path))
             checkpoints.start()
-        connections = WriterConnections(writer)
-        write_turns = WriteTurns(
-            settings.db_pool_timeout_seconds, one_writer=True, turn_scope=connections.turn
-        )
-        return Database(
-            reader=reader,
-            writer=writer,
-            write_turns=write_turns,
-            writer_connections=connections,
-            checkpoints=checkpoints,
-        )
+        return _database(settings, reader, writer, checkpoints)
     engine = create_engine(settings.database_url, hide_parameters=True, **_pool_args(settings))
     _ping_when_idle(engine)
-    connections = WriterConnections(engine)
+    return _database(settings, engine, engine, None)
+
+
+def _database(
+    settings: Settings, reader: Engine, writer: Engine, checkpoints: WalCheckpoints | None
+) -> Database:
+    """The database over its engines, its small writes in turns that hold the writer's
+    connection: on SQLite one turn for every write, on PostgreSQL one per project."""
+    connections = WriterConnections(writer)
     write_turns = WriteTurns(
-        settings.db_pool_timeout_seconds, one_writer=False, turn_scope=connections.turn
+        settings.db_pool_timeout_seconds,
+        one_writer=settings.is_sqlite,
+        turn_scope=connections.turn,
     )
     return Database(
-        reader=engine, writer=engine, write_turns=write_turns, writer_connections=connections
+        reader=reader,
+        writer=writer,
+        write_turns=write_turns,
+        writer_connections=connections,
+        checkpoints=checkpoints,
     )
 
 

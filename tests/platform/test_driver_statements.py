@@ -3,11 +3,22 @@
 from typing import Any
 
 import pytest
-from sqlalchemy import Integer, LargeBinary, Text, bindparam, func, literal, select, text
+from sqlalchemy import (
+    Integer,
+    LargeBinary,
+    Text,
+    bindparam,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.types import TypeDecorator
 
-from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement
+from app.core.db import _DRIVER_CURSOR, _KEPT_VALUE_BYTES, DriverStatement, table_of
+from app.projects.models import Project
 
 FAILING = DriverStatement(text("SELECT * FROM no_such_table"))
 ONE = DriverStatement(text("SELECT 1"))
@@ -152,3 +163,42 @@ def test_a_typed_statement_looks_at_its_text_and_bytes_for_a_large_value(app):
             ]
             assert (info.get(_DRIVER_CURSOR) is kept) is kept_after, (made, sent)
             connection.rollback()
+
+
+class _DescriptionCounted:
+    """The driver's cursor, counting the reads of its description (psycopg builds a column
+    object for each column at each read)."""
+
+    def __init__(self, cursor: Any) -> None:
+        self._cursor = cursor
+        self.description_reads = 0
+
+    @property
+    def description(self) -> Any:
+        self.description_reads += 1
+        return self._cursor.description
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def test_a_core_statement_reads_the_drivers_description_until_it_is_described_only(app):
+    """A SELECT's rows are fetched without the description once its result processors are
+    chosen; a change without RETURNING fetches nothing and reads none; a ``TextClause``, whose
+    rows only the description tells of, reads it each time."""
+    selected = DriverStatement(select(literal(7, Integer).label("seven")))
+    changed = DriverStatement(
+        update(table_of(Project)).where(table_of(Project).c.id == -1).values(name="none")
+    )
+    with app.state.database.writer.connect() as connection:
+        driver = connection.connection
+        counted = _DescriptionCounted(driver.cursor())
+        driver.info[_DRIVER_CURSOR] = counted
+        assert [selected.rows(connection, {}) for _ in range(3)] == [[(7,)]] * 3
+        assert counted.description_reads == 1
+        assert [changed.rows(connection, {}) for _ in range(2)] == [[], []]
+        assert counted.description_reads == 1
+        assert [ONE.rows(connection, {}) for _ in range(2)] == [[(1,)]] * 2
+        assert counted.description_reads == 3
+        assert driver.info[_DRIVER_CURSOR] is counted
+        connection.rollback()

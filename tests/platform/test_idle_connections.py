@@ -4,20 +4,12 @@ administrator's pg_terminate_backend. The pool pings only a connection that sat 
 
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from app.core import db
-from app.core.migrations import upgrade
 from app.main import create_app
-from tests.conftest import (
-    POSTGRES_ADMIN_URL,
-    _postgres_dsn,
-    _require_postgres,
-    client_for,
-    make_settings,
-)
+from tests.conftest import client_for, end_server_processes, make_settings
 from tests.helpers import assert_problem
 from tests.platform.servers import create_key_in
 
@@ -28,13 +20,10 @@ DECISION = {"id": "dec-001", "decision": "Keep the pool warm", "rationale": "spe
 
 
 @pytest.fixture
-def fresh_client(postgres_databases, worker_id_label) -> Iterator[tuple[TestClient, str]]:
+def fresh_client(own_postgres_url) -> Iterator[tuple[TestClient, str]]:
     """A client of an app on a PostgreSQL database of its own (its connections are the only
-    ones there), whose pool holds several connections, and that database's name. PostgreSQL
-    only: SQLite has no connection to lose."""
-    _require_postgres()
-    url = postgres_databases.create(worker_id_label)
-    upgrade(url)
+    ones there), whose pool holds several connections, and that database's URL."""
+    url = own_postgres_url
     key = create_key_in(url, "idle")
     app = create_app(make_settings(url))
     with TestClient(app), client_for(app, key) as client:
@@ -43,17 +32,7 @@ def fresh_client(postgres_databases, worker_id_label) -> Iterator[tuple[TestClie
         for connection in held:
             connection.close()
         assert engine.pool.checkedin() >= POOLED
-        yield client, url.rsplit("/", 1)[1]
-
-
-def _terminate_connections(database: str) -> int:
-    """Ends every server process of ``database`` (the app's pooled connections)."""
-    with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
-        rows = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-            (database,),
-        ).fetchall()
-    return len(rows)
+        yield client, url
 
 
 def _append(client: TestClient, number: int) -> int:
@@ -62,18 +41,18 @@ def _append(client: TestClient, number: int) -> int:
 
 
 def test_a_connection_that_died_while_idle_is_replaced_unseen(fresh_client, monkeypatch):
-    client, database = fresh_client
+    client, database_url = fresh_client
     assert _append(client, 1) == 201
-    assert _terminate_connections(database) >= POOLED
+    assert end_server_processes(database_url) >= POOLED
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 0.0)  # every checkout counts as idle
     assert _append(client, 2) == 201
     assert client.get("/v1/projects/idle/memory/decisions").json()["items"][0]["id"] == "dec-002"
 
 
 def test_a_connection_that_died_in_use_costs_one_retryable_answer(fresh_client, monkeypatch):
-    client, database = fresh_client
+    client, database_url = fresh_client
     assert _append(client, 1) == 201
-    assert _terminate_connections(database) >= POOLED
+    assert end_server_processes(database_url) >= POOLED
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)  # no checkout is pinged
     answer = client.post("/v1/projects/idle/memory/decisions", json=DECISION | {"id": "dec-002"})
     problem = assert_problem(answer, 503)

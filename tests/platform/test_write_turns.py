@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
@@ -23,14 +22,7 @@ from app.main import create_app
 from app.memory import service as memory_service
 from app.saves import service as saves_service
 from app.storage.route import SMALL_WRITE_BYTES
-from tests.conftest import (
-    POSTGRES_ADMIN_URL,
-    _postgres_dsn,
-    _require_postgres,
-    client_for,
-    create_key,
-    make_settings,
-)
+from tests.conftest import client_for, create_key, end_server_processes, make_settings
 from tests.helpers import import_save, seed_save
 
 WRITE_THREAD = "context-store-write"
@@ -364,26 +356,19 @@ def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
 
 @pytest.mark.postgresql
 def test_a_turns_connection_lost_costs_its_write_one_retryable_answer_and_no_more(
-    postgres_databases, worker_id_label, held_writes, monkeypatch
+    own_postgres_url, held_writes, monkeypatch
 ):
     """PostgreSQL's server process of the turn's connection ends (an administrator's
     pg_terminate_backend) while a write holds it: that write is a 503 to retry, and the next
     write of the same turn checks out a live connection rather than the dead one."""
-    _require_postgres()
-    url = postgres_databases.create(worker_id_label)
-    upgrade(url)
+    url = own_postgres_url
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)  # no checkout is pinged
     app = create_app(make_settings(url))
     with TestClient(app) as scraper:
         key = create_key(app, "t-lost")
         answers: list[int] = []
         senders = _send_in_order(scraper, key, "lost", [1, 2], answers)
-        with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
-            ended = admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                (url.rsplit("/", 1)[1],),
-            ).fetchall()
-        assert ended, "the turn's connection had no server process to end"
+        assert end_server_processes(url), "the turn's connection had no server process to end"
         held_writes.set()
         for sender in senders:
             sender.join()
@@ -394,14 +379,12 @@ def test_a_turns_connection_lost_costs_its_write_one_retryable_answer_and_no_mor
 
 @pytest.mark.postgresql
 def test_a_turns_connection_is_replaced_once_another_write_found_the_server_gone(
-    postgres_databases, worker_id_label, held_writes, monkeypatch
+    own_postgres_url, held_writes, monkeypatch
 ):
     """The server's processes end between two writes of a turn, and a write to another project
     finds it (a 503, which makes the pool replace its older connections): the turn's next
     write does not run on the connection it held, dead since, but on a new one."""
-    _require_postgres()
-    url = postgres_databases.create(worker_id_label)
-    upgrade(url)
+    url = own_postgres_url
     monkeypatch.setattr(db, "PING_AFTER_IDLE_SECONDS", 3600.0)  # no checkout is pinged
     # The turn's second write waits before it starts until ``resume`` is set.
     waits, resume = threading.Event(), threading.Event()
@@ -428,11 +411,7 @@ def test_a_turns_connection_is_replaced_once_another_write_found_the_server_gone
         try:
             held_writes.set()
             assert waits.wait(30), "the turn's second write never came"
-            with psycopg.connect(_postgres_dsn(POSTGRES_ADMIN_URL), autocommit=True) as admin:
-                admin.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    (url.rsplit("/", 1)[1],),
-                )
+            end_server_processes(url)
             client = client_for(app, key)
             found_gone = client.post("/v1/projects/other/features", json={"feature_id": "f"})
             assert found_gone.status_code == 503
