@@ -42,7 +42,7 @@ from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import create_database, session_scope
 from app.core.errors import NotFound
 from app.core.http_server import bounded_head_protocol
-from app.core.logs import configure_logging, logging_config
+from app.core.logs import configure_logging, gather_only_what_lines_show, logging_config
 from app.core.migrations import current_revision, head_revision, not_migrated_reason, upgrade
 from app.core.security import parse_scopes
 from app.keys import service as keys
@@ -236,6 +236,8 @@ def serve(
     # Shutting down when asked to is a success: with this handler found, serve returns, exit 0.
     signal.signal(signal.SIGTERM, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    # After uvicorn's Config, which configured logging.
+    gather_only_what_lines_show()
     freeze_startup_heap()
     # Ctrl-C: uvicorn shuts down gracefully, then raises the interrupt again.
     with contextlib.suppress(KeyboardInterrupt):

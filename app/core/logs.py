@@ -121,9 +121,14 @@ def logging_config(level: str = "INFO") -> dict[str, Any]:
 
 def configure_logging(level: str = "INFO") -> None:
     logging.config.dictConfig(logging_config(level))
-    # What no line shows (``JsonFormatter`` writes none of it), not gathered for each record:
-    # the caller's frame, found by walking the stack, and the thread's and process's names
-    # (the logging HOWTO's "Optimization").
+    gather_only_what_lines_show()
+
+
+def gather_only_what_lines_show() -> None:
+    """What no line shows (``JsonFormatter`` writes none of it), not gathered for each record:
+    the caller's frame, found by walking the stack, and the thread's and process's names and
+    ids (the logging HOWTO's "Optimization"). Process-wide: for the commands that log, once
+    their logging is configured (``serve``'s by uvicorn)."""
     logging._srcfile = None  # the documented switch
     logging.logThreads = False
     logging.logProcesses = False

@@ -4,6 +4,7 @@ import gc
 import importlib.metadata
 import itertools
 import json
+import logging
 import os
 import re
 import signal
@@ -417,10 +418,11 @@ def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
     assert refused.returncode != 0 and "loopback" in refused.stderr
 
 
-def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tmp_path):
-    """A full collection walks every object it tracks; the app's own, built once and alive as
-    long as the process, are frozen before the server runs (README, "The open-loop p99")."""
-    seen: list[bool] = []
+def _serve_until_it_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, when_running: Callable[[object], None]
+) -> None:
+    """``serve`` in process, up to where uvicorn would start serving: there
+    ``when_running(app)`` is called instead, and serve returns."""
 
     class Recorder:
         started = True
@@ -429,14 +431,13 @@ def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tm
             self.app = app
 
         def run(self, sockets: list[socket.socket]) -> None:
-            seen.append(all(tracked is not self.app for tracked in gc.get_objects()))
+            when_running(self.app)
             for listening in sockets:
                 listening.close()
 
     monkeypatch.setattr(uvicorn, "Config", lambda app, **_options: app)
     monkeypatch.setattr(uvicorn, "Server", Recorder)
     sigterm = signal.getsignal(signal.SIGTERM)
-    assert gc.get_freeze_count() == 0
     try:
         result = CliRunner().invoke(
             cli,
@@ -447,7 +448,40 @@ def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tm
         gc.unfreeze()
         signal.signal(signal.SIGTERM, sigterm)
     assert result.exit_code == 0, result.output
+
+
+def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tmp_path):
+    """A full collection walks every object it tracks; the app's own, built once and alive as
+    long as the process, are frozen before the server runs (README, "The open-loop p99")."""
+    seen: list[bool] = []
+    assert gc.get_freeze_count() == 0
+    _serve_until_it_runs(
+        monkeypatch,
+        tmp_path,
+        lambda app: seen.append(all(tracked is not app for tracked in gc.get_objects())),
+    )
     assert seen == [True]
+
+
+def test_serve_logs_records_without_what_no_line_shows(monkeypatch, tmp_path):
+    """The caller's frame and the thread's and process's names are gathered for no record the
+    server logs (none of its lines shows them): uvicorn configures serve's logging, after which
+    serve turns them off as ``configure_logging`` does (logging HOWTO, "Optimization")."""
+    for switch in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+        monkeypatch.setattr(logging, switch, getattr(logging, switch))  # restored after
+    records: list[logging.LogRecord] = []
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("tests.serve")
+    monkeypatch.setattr(logger, "handlers", [Kept()])
+    monkeypatch.setattr(logger, "propagate", False)
+    _serve_until_it_runs(monkeypatch, tmp_path, lambda _app: logger.warning("serving"))
+    (record,) = records
+    assert (record.pathname, record.lineno) == ("(unknown file)", 0)
+    assert record.threadName is None and record.process is None and record.processName is None
 
 
 def test_serve_on_an_unmigrated_database_says_so_and_answers_503_naming_migrate(backend):
