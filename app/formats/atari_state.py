@@ -23,6 +23,7 @@ key or a lone surrogate is refused rather than guessed at. Timestamps are kept a
 """
 
 import calendar
+import functools
 import json
 import math
 import re
@@ -204,8 +205,7 @@ class _Reader:
         if not isinstance(value, dict):
             self.fault(pointer(*path), "must be an object")
             return {}
-        by_name = {field.name: field for field in fields}
-        by_folded = {field.name.casefold(): field.name for field in fields}
+        by_name, by_folded = _names_of(fields)
         result: dict[str, Any] = {}
         for key, item in value.items():
             field = by_name.get(key)
@@ -264,32 +264,33 @@ class _Reader:
         self.notes.append(Note(pointer(*path, field.name), f"{why}; Go's zero value used"))
 
     def known(self, field: Field, value: Any, path: tuple[str, ...]) -> Any:
-        where = pointer(*path)
+        # The value's pointer is made only for a fault: a valid document (every stored
+        # state a change loads) needs none.
         if field.kind == "int":
             if not isinstance(value, Number) or not value.is_integer_literal:
-                self.fault(where, "must be an integer")
+                self.fault(pointer(*path), "must be an integer")
             elif int(value) not in INT64:
-                self.fault(where, "must fit in a 64-bit integer")
+                self.fault(pointer(*path), "must fit in a 64-bit integer")
             else:
                 return int(value)
         elif field.kind == "float":
             if not isinstance(value, Number) or not math.isfinite(float(value)):
-                self.fault(where, "must be a finite number")
+                self.fault(pointer(*path), "must be a finite number")
             else:
                 return float(value)
         elif field.kind == "string":
             if not isinstance(value, str) or isinstance(value, Number):
-                self.fault(where, "must be a string")
+                self.fault(pointer(*path), "must be a string")
             else:
                 return self.text(value, path)
         elif field.kind == "time":
             if not isinstance(value, str) or isinstance(value, Number) or not is_rfc3339(value):
-                self.fault(where, "must be an RFC 3339 timestamp")
+                self.fault(pointer(*path), "must be an RFC 3339 timestamp")
             else:
                 return value
         elif field.kind == "strings":
             if not isinstance(value, list):
-                self.fault(where, "must be a list of strings")
+                self.fault(pointer(*path), "must be a list of strings")
             else:
                 return [
                     self.known(Field("", "string"), v, (*path, str(i))) for i, v in enumerate(value)
@@ -323,6 +324,16 @@ class _Reader:
         elif isinstance(value, str) and not isinstance(value, Number):
             self.text(value, path)
         return value
+
+
+@functools.cache
+def _names_of(fields: tuple[Field, ...]) -> tuple[dict[str, Field], dict[str, str]]:
+    """A struct's fields by name, and their names by case-folded name (what Go's decoder
+    would match a key to)."""
+    return (
+        {field.name: field for field in fields},
+        {field.name.casefold(): field.name for field in fields},
+    )
 
 
 def _is_empty(field: Field, value: Any) -> bool:
