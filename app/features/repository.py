@@ -20,9 +20,6 @@ INSERT_HANDOVERS = DriverStatement(
     insert_bound(HANDOVERS, (column.name for column in HANDOVERS.columns if column.name != "id"))
 )
 OF_CONTEXT = HANDOVERS.c.context_id == bindparam("context_id")
-NEXT_POSITION = DriverStatement(
-    select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0)).where(OF_CONTEXT)
-)
 NOTES = select(HANDOVERS.c.note).where(OF_CONTEXT).order_by(HANDOVERS.c.position)
 
 
@@ -32,6 +29,12 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
 
     model = FeatureContext
     key = ("feature_id",)
+    # Where a note appended to the context goes: one past its last (a read of the index).
+    read_along = (
+        select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0))
+        .where(HANDOVERS.c.context_id == table_of(FeatureContext).c.id)
+        .scalar_subquery()
+    )
 
     def page(
         self,
@@ -64,11 +67,6 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
 
     def delete_for(self, context_id: int) -> None:
         self.session.execute(delete(Handover).where(col(Handover.context_id) == context_id))
-
-    def next_position(self, context_id: int) -> int:
-        """Where a note appended to the context goes: one read of its index."""
-        ((position,),) = NEXT_POSITION.rows(self.connection(), {"context_id": context_id})
-        return int(position)
 
     def notes(self, context_id: int) -> list[bytes]:
         """The context's notes, in order: the members of its ``handover_notes.history``."""

@@ -301,7 +301,13 @@ def append_handover(
     and ``last_updated`` moves to now. A context kept as its parts gets one row more and a new
     head; one that is whole (without the array, or not changed since migration 0013) is
     stored whole once, and as its parts from then on."""
-    context = _existing(write, feature_id, precondition)
+    context, next_position = write.existing_with(
+        FeatureRepository(write.sessions),
+        feature_id,
+        bound={},
+        missing=CONTEXT.not_found(feature_id),
+        precondition=precondition,
+    )
     now = _now_text()
     if note.get("timestamp") is None:
         note = {"timestamp": now, **{k: v for k, v in note.items() if k != "timestamp"}}
@@ -313,15 +319,16 @@ def append_handover(
         _store(write, context, _prepared(document))
         return Appended(len(history) - 1, note, now, context.etag)
     assert context.id is not None
-    repository = HandoverRepository(write.sessions)
-    index = repository.next_position(context.id)
+    index = int(next_position)
     # Redacted where it stands in the document, so that each site's pointer is the same.
     redaction.for_storage({"handover_notes": {"history": {str(index): note}}})
     head = _head(context)
     head["last_updated"] = now
     part = feature_context.note_part(note)
     etag = _rewrite_head(write, context, head, part)
-    repository.insert([_handover_values(context, feature_context.handover(index, note), part)])
+    HandoverRepository(write.sessions).insert(
+        [_handover_values(context, feature_context.handover(index, note), part)]
+    )
     return Appended(index, note, now, etag)
 
 

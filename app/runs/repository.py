@@ -20,9 +20,6 @@ RECENTLY_WRITTEN_FIRST = [SortKey(RunState.updated_at), SortKey(RunState.id)]
 BEADS = table_of(RunBead)
 # Not the columns' names, which an UPDATE keeps for its values.
 OF_RUN = BEADS.c.run_state_id == bindparam("state_id")
-BEAD_PART = DriverStatement(
-    select(BEADS.c.part).where(OF_RUN, BEADS.c.bead_key == bindparam("key"))
-)
 PARTS = select(BEADS.c.part).where(OF_RUN).order_by(BEADS.c.bead)
 INSERT_BEADS = DriverStatement(insert_bound(BEADS, BEADS.columns.keys()))
 REPLACE_PART = DriverStatement(
@@ -35,6 +32,15 @@ REPLACE_PART = DriverStatement(
 class RunRepository(ProjectScopedRepository[RunState]):
     model = RunState
     key = ("run",)
+    # The stored part of the bead an iteration changes (``bead_key``), if the run has one.
+    read_along = (
+        select(BEADS.c.part)
+        .where(
+            BEADS.c.run_state_id == table_of(RunState).c.id,
+            BEADS.c.bead_key == bindparam("bead_key"),
+        )
+        .scalar_subquery()
+    )
 
     def page(
         self, project_id: int, cursor: str | None, limit: int
@@ -60,11 +66,6 @@ class BeadRepository:
     def __init__(self, session: Session | WriteSession, run_state_id: int) -> None:
         self._source = session
         self.run_state_id = run_state_id
-
-    def part(self, key: str) -> bytes | None:
-        parameters = {"state_id": self.run_state_id, "key": key}
-        found = BEAD_PART.first(connection_of(self._source), parameters)
-        return None if found is None else bytes(found[0])
 
     def parts(self) -> list[bytes]:
         """Every entry, in the order Go writes the map: by the bytes of the bead id."""

@@ -142,18 +142,24 @@ class Loaded:
     old: bytes | None = None
 
 
-def _load(write: Write, row: RunState, bead: str | None) -> Loaded:
-    """What a change to ``bead``'s entry (None: to the head alone) reads of the run."""
+def _load(write: Write, row: RunState, bead: str | None, part: bytes | None = None) -> Loaded:
+    """What a change to ``bead``'s entry (None: to the head alone) reads of the run; ``part``
+    is the bead's stored part as read with the run's row (``_bead_of``), None when it has
+    none."""
     if row.parts_at is None or (bead is not None and redact_value(bead) != bead):
         return Loaded(_document(write.session, row), parted=False)
     state = atari_state.parse(row.content)[0]
     if bead is None:
         return Loaded(state, parted=True)
-    assert row.id is not None
-    old = BeadRepository(write.sessions, row.id).part(bead_key(bead))
+    old = None if part is None else bytes(part)
     if old is not None:
         state["history"][bead] = atari_state.entry_of_part(old)[1]
     return Loaded(state, parted=True, old=old)
+
+
+def _bead_of(bead: str) -> dict[str, str]:
+    """What a run's look-up binds to read ``bead``'s stored part with the row."""
+    return {"bead_key": bead_key(bead)}
 
 
 def _save(write: Write, row: RunState, loaded: Loaded, bead: str | None) -> RunState:
@@ -322,12 +328,17 @@ def start_iteration(
     write: Write, run: str, start: IterationStart, precondition: Precondition
 ) -> IterationResult:
     """atari's IterationStartEvent. A run without state starts from a fresh one, as atari does."""
-    row = write.locked(RunRepository(write.sessions), run, precondition=precondition)
+    row, part = write.locked_with(
+        RunRepository(write.sessions),
+        run,
+        bound=_bead_of(start.bead_id),
+        precondition=precondition,
+    )
     now = utcnow()
     if row is None:
         row, loaded = _new_run(write, run), Loaded(atari_state.fresh(now), parted=False)
     else:
-        loaded = _load(write, row, start.bead_id)
+        loaded = _load(write, row, start.bead_id, part)
     state = loaded.state
     history = state["history"]
     entry = history.setdefault(start.bead_id, {"id": start.bead_id, "attempts": 0})
@@ -349,8 +360,14 @@ def end_iteration(
     write: Write, run: str, end: IterationEnd, precondition: Precondition
 ) -> IterationResult:
     """atari's IterationEndEvent; cost and turns are added once per session id."""
-    row = _existing(write, run, precondition)
-    loaded = _load(write, row, end.bead_id)
+    row, part = write.existing_with(
+        RunRepository(write.sessions),
+        run,
+        bound=_bead_of(end.bead_id),
+        missing=_not_found(run),
+        precondition=precondition,
+    )
+    loaded = _load(write, row, end.bead_id, part)
     state = loaded.state
     entry = state["history"].get(end.bead_id)
     if entry is None:

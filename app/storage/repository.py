@@ -4,12 +4,12 @@ added, deleted. Each statement is built once per table, its values bound at each
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic
 
-from sqlalchemy import Connection, bindparam, inspect, update
+from sqlalchemy import Connection, ScalarSelect, bindparam, inspect, update
 from sqlalchemy.orm import configure_mappers, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
-from sqlmodel.sql.expression import SelectOfScalar
+from sqlmodel.sql.expression import Select, SelectOfScalar
 
 from app.core.db import (
     DriverStatement,
@@ -30,7 +30,14 @@ class ProjectScopedRepository(Generic[RowT]):
 
     model: ClassVar[type[SQLModel]]
     key: ClassVar[tuple[str, ...]] = ()
+    read_along: ClassVar[ScalarSelect[Any] | None] = None
+    """A value some writes need with the row, read in its locking look-up (``locked_with``):
+    a scalar subquery of another table correlated to this one, whose parameters the caller
+    binds (None: the table has none)."""
     _lookups: ClassVar[dict[bool, SelectOfScalar[Any]]]
+    # The locking look-up with ``read_along``: through the ORM session, and on the connection.
+    _lookup_along: ClassVar[Select[SQLModel, Any]]
+    _driver_lookup_along: ClassVar[DriverStatement]
     # The same look-ups on a write's connection, before it has an ORM session, and the
     # attributes their columns fill, in order.
     _driver_lookups: ClassVar[dict[bool, DriverStatement]]
@@ -50,6 +57,16 @@ class ProjectScopedRepository(Generic[RowT]):
             False: DriverStatement(driver_lookup),
             True: DriverStatement(driver_lookup.with_for_update()),
         }
+        if cls.read_along is not None:
+            cls._lookup_along = (
+                select(cls.model, cls.read_along).where(*conditions).with_for_update(of=cls.model)
+            )
+            cls._driver_lookup_along = DriverStatement(
+                table.select()
+                .add_columns(cls.read_along)
+                .where(*conditions)
+                .with_for_update(of=table)
+            )
         mapper = inspect(cls.model)
         cls._attributes = tuple(mapper.get_property_by_column(c).key for c in table.columns)
         cls._inserts = {}
@@ -74,7 +91,7 @@ class ProjectScopedRepository(Generic[RowT]):
         connection, without making one (a handover's or an iteration's append then makes
         none): the row is detached, as the session would have loaded it, and the write's
         ``WriteSession`` keeps it for the session it may make later."""
-        parameters = {"project_id": project_id, **dict(zip(self.key, key, strict=True))}
+        parameters = self._parameters(project_id, key)
         source = self._source
         if isinstance(source, WriteSession) and not source.made:
             found = self._driver_lookups[for_update].first(source.connection, parameters)
@@ -83,6 +100,29 @@ class ProjectScopedRepository(Generic[RowT]):
             return source.loaded(self._detached(found))
         row: RowT | None = self.session.exec(self._lookups[for_update], params=parameters).first()
         return row
+
+    def locked_with(self, project_id: int, *key: Any, **bound: Any) -> tuple[RowT | None, Any]:
+        """As ``get(..., for_update=True)``, and ``read_along``'s value for the row (``bound``
+        its parameters; None without a row), in the same statement: a round trip fewer than
+        reading it after. Read after the project's lock, which every write takes first in a
+        statement of its own, so that every write that changed the value before has committed
+        (on PostgreSQL, each statement of a READ COMMITTED transaction sees what had committed
+        when it began)."""
+        parameters = {**self._parameters(project_id, key), **bound}
+        source = self._source
+        if isinstance(source, WriteSession) and not source.made:
+            found = self._driver_lookup_along.first(source.connection, parameters)
+            if found is None:
+                return None, None
+            return source.loaded(self._detached(found[:-1])), found[-1]
+        with_value = self.session.execute(self._lookup_along, parameters).first()
+        if with_value is None:
+            return None, None
+        row, value = with_value
+        return row, value
+
+    def _parameters(self, project_id: int, key: tuple[Any, ...]) -> dict[str, Any]:
+        return {"project_id": project_id, **dict(zip(self.key, key, strict=True))}
 
     @classmethod
     def _detached(cls, values: tuple[Any, ...]) -> RowT:

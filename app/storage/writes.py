@@ -9,6 +9,7 @@ that lock late. A write that then fails (a 404 for what it was to change) rolls 
 project it would have created included.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,35 @@ class Write:
             raise missing
         _check(precondition, row)
         return row
+
+    def locked_with(
+        self,
+        repository: ProjectScopedRepository[RowT],
+        *key: Any,
+        bound: Mapping[str, Any],
+        precondition: Precondition | None = None,
+    ) -> tuple[RowT | None, Any]:
+        """As ``locked``, and the repository's ``read_along`` value for the row (``bound``: its
+        parameters), read with it."""
+        row, value = repository.locked_with(self.project_id, *key, **bound)
+        _check(precondition, row)
+        return row, value
+
+    def existing_with(
+        self,
+        repository: ProjectScopedRepository[RowT],
+        *key: Any,
+        bound: Mapping[str, Any],
+        missing: NotFound,
+        precondition: Precondition | None = None,
+    ) -> tuple[RowT, Any]:
+        """As ``existing``, and the repository's ``read_along`` value for the row (``bound``:
+        its parameters), read with it."""
+        row, value = repository.locked_with(self.project_id, *key, **bound)
+        if row is None:
+            raise missing
+        _check(precondition, row)
+        return row, value
 
 
 def _check(precondition: Precondition | None, row: object) -> None:

@@ -202,6 +202,21 @@ def test_an_append_updates_each_table_once(app, client, case):
     assert len(updates) == len(set(updates)), updates
 
 
+@pytest.mark.parametrize("case", ["handover", "iteration start", "iteration end"])
+def test_an_append_reads_its_row_and_what_it_needs_with_it_in_one_statement(app, client, case):
+    """The row a handover or an iteration changes, locked, and what the append needs beside
+    it (the next note's position, the bead's stored entry) come in one SELECT: on PostgreSQL
+    each statement is a round trip of its own (README, "The eighth session")."""
+    append = CASES[case](client, SMALL)
+    append()
+    selects = [
+        statement
+        for statement in _cost(app, append).statements
+        if statement.lstrip().upper().startswith("SELECT")
+    ]
+    assert len(selects) == 1, selects
+
+
 def test_an_appended_document_is_whole_its_size_true_and_its_tag_strong(client):
     append = _feature(client, SMALL)
     response = append()
