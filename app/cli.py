@@ -236,7 +236,8 @@ def serve(
     # Shutting down when asked to is a success: with this handler found, serve returns, exit 0.
     signal.signal(signal.SIGTERM, _ignore_signal)
     server = uvicorn.Server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
-    # After uvicorn's Config, which configured logging.
+    # uvicorn configures serve's logging (its Config), not configure_logging: the switches
+    # are set here.
     gather_only_what_lines_show()
     freeze_startup_heap()
     # Ctrl-C: uvicorn shuts down gracefully, then raises the interrupt again.

@@ -18,6 +18,7 @@ import json
 import logging
 import logging.config
 import re
+import sys
 import time
 import uuid
 from contextvars import ContextVar
@@ -126,13 +127,17 @@ def configure_logging(level: str = "INFO") -> None:
 
 def gather_only_what_lines_show() -> None:
     """What no line shows (``JsonFormatter`` writes none of it), not gathered for each record:
-    the caller's frame, found by walking the stack, and the thread's and process's names and
-    ids (the logging HOWTO's "Optimization"). Process-wide: for the commands that log, once
-    their logging is configured (``serve``'s by uvicorn)."""
+    the caller's frame, found by walking the stack, the thread's and process's names and ids,
+    and on Python 3.12 (the container's) the asyncio task's name (the logging HOWTO's
+    "Optimization"). Process-wide switches, which no logging configuration touches: every
+    command that logs sets them, ``configure_logging``'s callers and ``serve``, whose logging
+    uvicorn configures."""
     logging._srcfile = None  # the documented switch
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
+    if sys.version_info >= (3, 12):
+        logging.logAsyncioTasks = False
 
 
 def _request_id_from(scope: Scope) -> str:

@@ -23,7 +23,6 @@ key or a lone surrogate is refused rather than guessed at. Timestamps are kept a
 """
 
 import calendar
-import functools
 import json
 import math
 import re
@@ -187,6 +186,28 @@ def _days_in(year: int, month: int) -> int:
     return (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[month - 1]
 
 
+@dataclass(frozen=True)
+class _Struct:
+    """A struct's fields as the reader looks them up, built once: by name, and their names by
+    case-folded name (what Go's decoder would match a key to)."""
+
+    fields: tuple[Field, ...]
+    by_name: dict[str, Field]
+    by_folded: dict[str, str]
+
+    @classmethod
+    def of(cls, fields: tuple[Field, ...]) -> "_Struct":
+        return cls(
+            fields,
+            {field.name: field for field in fields},
+            {field.name.casefold(): field.name for field in fields},
+        )
+
+
+_STATE = _Struct.of(STATE_FIELDS)
+_ENTRY = _Struct.of(ENTRY_FIELDS)
+
+
 class _Reader:
     """Checks one document against the struct, collecting every fault with its path."""
 
@@ -199,13 +220,11 @@ class _Reader:
     def fault(self, path: str, message: str) -> None:
         self.errors.append((path, message))
 
-    def struct(
-        self, value: Any, fields: tuple[Field, ...], path: tuple[str, ...]
-    ) -> dict[str, Any]:
+    def struct(self, value: Any, struct: "_Struct", path: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(value, dict):
             self.fault(pointer(*path), "must be an object")
             return {}
-        by_name, by_folded = _names_of(fields)
+        fields, by_name, by_folded = struct.fields, struct.by_name, struct.by_folded
         result: dict[str, Any] = {}
         for key, item in value.items():
             field = by_name.get(key)
@@ -304,7 +323,7 @@ class _Reader:
             self.fault(pointer(*path), "must be an object of history entries")
             return {}
         return {
-            self.text(key, (*path, key)): self.struct(entry, ENTRY_FIELDS, (*path, key))
+            self.text(key, (*path, key)): self.struct(entry, _ENTRY, (*path, key))
             for key, entry in value.items()
         }
 
@@ -326,16 +345,6 @@ class _Reader:
         return value
 
 
-@functools.cache
-def _names_of(fields: tuple[Field, ...]) -> tuple[dict[str, Field], dict[str, str]]:
-    """A struct's fields by name, and their names by case-folded name (what Go's decoder
-    would match a key to)."""
-    return (
-        {field.name: field for field in fields},
-        {field.name.casefold(): field.name for field in fields},
-    )
-
-
 def _is_empty(field: Field, value: Any) -> bool:
     return not field.always_written and value in ("", [])
 
@@ -352,7 +361,7 @@ def read(document: Any, *, zero_missing: bool = False) -> tuple[dict[str, Any], 
     empty either way: it is dropped, and noted unless it was missing and atari omits it.
     """
     reader = _Reader(zero_missing=zero_missing, version=_version_of(document))
-    state = reader.struct(document, STATE_FIELDS, ())
+    state = reader.struct(document, _STATE, ())
     if reader.errors:
         raise InvalidDocument("The document is not an atari run state.", reader.errors)
     return state, reader.notes
@@ -580,7 +589,7 @@ def entry_of_part(part: bytes) -> tuple[str, dict[str, Any]]:
     """The key and the entry of an ``entry_part``."""
     [(bead, value)] = decode(b"{" + part + b"}").items()
     reader = _Reader(zero_missing=False, version=CURRENT_VERSION)
-    entry = reader.struct(value, ENTRY_FIELDS, ("history", bead))
+    entry = reader.struct(value, _ENTRY, ("history", bead))
     if reader.errors:
         raise InvalidDocument("The history entry is not atari's.", reader.errors)
     return bead, entry

@@ -142,7 +142,7 @@ class Loaded:
     old: bytes | None = None
 
 
-def _load(write: Write, row: RunState, bead: str | None, part: bytes | None = None) -> Loaded:
+def _load(write: Write, row: RunState, bead: str | None, part: bytes | None) -> Loaded:
     """What a change to ``bead``'s entry (None: to the head alone) reads of the run; ``part``
     is the bead's stored part as read with the run's row (``_bead_of``), None when it has
     none."""
@@ -397,7 +397,7 @@ def patch_state(
     write: Write, run: str, patch: StatePatch, precondition: Precondition
 ) -> RunSummary:
     row = _existing(write, run, precondition)
-    loaded = _load(write, row, None)
+    loaded = _load(write, row, None, None)
     state = loaded.state
     for name in sorted(patch.model_fields_set):
         value = getattr(patch, name)

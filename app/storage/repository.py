@@ -108,7 +108,8 @@ class ProjectScopedRepository(Generic[RowT]):
         statement of its own, so that every write that changed the value before has committed
         (on PostgreSQL, each statement of a READ COMMITTED transaction sees what had committed
         when it began)."""
-        parameters = {**self._parameters(project_id, key), **bound}
+        # The project and the key last: no caller's binding can widen the look-up's scope.
+        parameters = {**bound, **self._parameters(project_id, key)}
         source = self._source
         if isinstance(source, WriteSession) and not source.made:
             found = self._driver_lookup_along.first(source.connection, parameters)

@@ -418,11 +418,24 @@ def test_serve_takes_host_and_port_options_over_the_environment(tmp_path):
     assert refused.returncode != 0 and "loopback" in refused.stderr
 
 
+_LOGGING_SWITCHES = (
+    "_srcfile",
+    "logThreads",
+    "logProcesses",
+    "logMultiprocessing",
+    "logAsyncioTasks",
+)
+
+
 def _serve_until_it_runs(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, when_running: Callable[[object], None]
 ) -> None:
     """``serve`` in process, up to where uvicorn would start serving: there
-    ``when_running(app)`` is called instead, and serve returns."""
+    ``when_running(app)`` is called instead, and serve returns. The process-wide state serve
+    sets is put back after: SIGTERM's handler, the frozen heap, the logging switches."""
+    for switch in _LOGGING_SWITCHES:
+        if hasattr(logging, switch):
+            monkeypatch.setattr(logging, switch, getattr(logging, switch))
 
     class Recorder:
         started = True
@@ -465,10 +478,8 @@ def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tm
 
 def test_serve_logs_records_without_what_no_line_shows(monkeypatch, tmp_path):
     """The caller's frame and the thread's and process's names are gathered for no record the
-    server logs (none of its lines shows them): uvicorn configures serve's logging, after which
-    serve turns them off as ``configure_logging`` does (logging HOWTO, "Optimization")."""
-    for switch in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
-        monkeypatch.setattr(logging, switch, getattr(logging, switch))  # restored after
+    server logs (none of its lines shows them): uvicorn configures serve's logging, not
+    ``configure_logging``, so serve turns them off itself (logging HOWTO, "Optimization")."""
     records: list[logging.LogRecord] = []
 
     class Kept(logging.Handler):
@@ -482,6 +493,7 @@ def test_serve_logs_records_without_what_no_line_shows(monkeypatch, tmp_path):
     (record,) = records
     assert (record.pathname, record.lineno) == ("(unknown file)", 0)
     assert record.threadName is None and record.process is None and record.processName is None
+    assert getattr(record, "taskName", None) is None  # Python 3.12's, the container's
 
 
 def test_serve_on_an_unmigrated_database_says_so_and_answers_503_naming_migrate(backend):

@@ -345,6 +345,27 @@ def test_a_start_retry_with_the_same_idempotency_key_counts_once(client, project
     assert _state(client, project)["iteration"] == 6
 
 
+def test_an_end_with_an_idempotency_key_changes_the_entry_it_read_with_the_run(client, project):
+    """With a key the write's ORM session is made before the run is read (the key's claim),
+    so the run and its bead's stored entry come through the session's look-up, not the
+    connection's: the entry it changes is the stored one, and a retry counts once."""
+    _put(client, project, golden_bytes(SEED))
+    assert _start(client, project, bead_id="bd-001").status_code == 200
+    attempts = _state(client, project)["history"]["bd-001"]["attempts"]
+    headers = {"Idempotency-Key": "end-1"}
+    url = _url(project, suffix="/iterations/end")
+    body = {"bead_id": "bd-001", "outcome": "failed", "error": "tests failed", "turns": 3}
+    first = client.post(url, json=body, headers=headers)
+    again = client.post(url, json=body, headers=headers)
+    assert first.status_code == again.status_code == 200, first.text
+    assert again.headers["idempotent-replayed"] == "true"
+    state = _state(client, project)
+    entry = state["history"]["bd-001"]
+    assert (entry["status"], entry["last_error"]) == ("failed", "tests failed")
+    assert entry["attempts"] == attempts
+    assert state["total_turns"] == json.loads(golden_bytes(SEED))["total_turns"] + 3
+
+
 def test_patch_sets_and_clears_the_top_level_and_stall_fields(client, project):
     etag = _put(client, project, golden_bytes(SEED)).headers["etag"]
     patch = {
