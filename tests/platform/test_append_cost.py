@@ -212,7 +212,8 @@ def test_an_append_reads_its_row_and_what_it_needs_with_it_in_one_statement(app,
     selects = [
         statement
         for statement in _cost(app, append).statements
-        if statement.lstrip().upper().startswith("SELECT")
+        # Not the key's look-up, which a request makes when its key has left the cache (5 s).
+        if statement.lstrip().upper().startswith("SELECT") and "FROM api_keys" not in statement
     ]
     assert len(selects) == 1, selects
 
