@@ -50,7 +50,8 @@ class Handover(SQLModel, table=True):
         Index(
             "ix_feature_handovers_project_feature", "project_id", "feature_id", "timestamp", "id"
         ),
-        Index("ix_feature_handovers_context", "context_id", "position"),
+        # One note a place (migration 0015).
+        Index("ix_feature_handovers_context", "context_id", "position", unique=True),
     )
 
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)

@@ -3,10 +3,12 @@
 import json
 from datetime import UTC, datetime
 
+import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, insert, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from app.agents.models import AgentMemoryItem
 from app.core.conditional import etag_of
@@ -436,5 +438,61 @@ def test_0013_keeps_whole_documents_splits_them_on_their_next_change_and_numbers
             stored = connection.execute(text("SELECT content FROM run_states")).scalar_one()
             assert bytes(stored) == run_state
         upgrade(url)
+    finally:
+        engine.dispose()
+
+
+def test_0015_numbers_shared_handover_positions_again_then_holds_them_unique(backend, tenant):
+    """A context whose notes share a position (none written so on purpose) keeps its document
+    byte for byte, its notes numbered again in the order a read gave them; from then on the
+    database refuses a second note at a taken place."""
+    url = backend.new_database_url()
+    upgrade(url)
+    app = create_app(make_settings(url))
+    context = feature_context.template("f", "2026-11-27T00:00:00+00:00")
+    note = {"timestamp": "2026-11-27T00:00:00+00:00", "from_agent": "a", "to_agent": "b"}
+    context["handover_notes"]["history"] = [{**note, "n": n} for n in range(3)]
+    handover = {"from_agent": "a", "to_agent": "c", "task_completed": "t", "message": "m"}
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        stored = client.put(
+            "/v1/projects/p/features/f/context",
+            content=feature_context.render(context),
+            headers={"Content-Type": "application/json"},
+        )
+        assert stored.status_code == 201, stored.text
+        appended = client.post("/v1/projects/p/features/f/handovers", json=handover)
+        assert appended.status_code == 201, appended.text
+        exported = client.get("/v1/projects/p/features/f/context").content
+    downgrade(url, "0014")
+    engine = create_engine(url)
+    positions = text("SELECT position FROM feature_handovers ORDER BY id")
+    try:
+        with engine.begin() as connection:
+            assert connection.execute(positions).scalars().all() == [0, 1, 2, 3]
+            # The third note at the second's place: a read orders the two by id, as they were.
+            connection.execute(text("UPDATE feature_handovers SET position = 1 WHERE position = 2"))
+        upgrade(url)
+        with engine.connect() as connection:
+            assert connection.execute(positions).scalars().all() == [0, 1, 2, 3]
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        assert client.get("/v1/projects/p/features/f/context").content == exported
+        again = client.post("/v1/projects/p/features/f/handovers", json=handover)
+        assert again.status_code == 201 and again.json()["index"] == 4, again.text
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:
+            taken = text(
+                "INSERT INTO feature_handovers (project_id, context_id, feature_id, position, "
+                "timestamp, from_agent, to_agent, note) SELECT project_id, context_id, "
+                "feature_id, position, timestamp, from_agent, to_agent, note "
+                "FROM feature_handovers WHERE position = 4"
+            )
+            with pytest.raises(IntegrityError):
+                connection.execute(taken)
     finally:
         engine.dispose()
