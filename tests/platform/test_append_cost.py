@@ -61,10 +61,18 @@ def _recorded(app: FastAPI) -> Iterator[list[tuple[str, Any, bool]]]:
             event.remove(engine, "before_cursor_execute", record)
 
 
+def _is_key_look_up(statement: str) -> bool:
+    """The key's look-up, which a request makes only once its key has left the cache (5 s,
+    counted from the look-up): in one of two appends compared, but not the other, when the
+    test runs slowly."""
+    return "FROM api_keys" in statement
+
+
 def _cost(app: FastAPI, append: Callable[[], httpx.Response]) -> Cost:
-    with _recorded(app) as recorded:
+    with _recorded(app) as everything:
         response = append()
     assert response.status_code in (200, 201), response.text
+    recorded = [run for run in everything if not _is_key_look_up(run[0])]
     rows = 0
     sent = 0
     with app.state.database.writer.connect() as connection:
@@ -212,8 +220,7 @@ def test_an_append_reads_its_row_and_what_it_needs_with_it_in_one_statement(app,
     selects = [
         statement
         for statement in _cost(app, append).statements
-        # Not the key's look-up, which a request makes when its key has left the cache (5 s).
-        if statement.lstrip().upper().startswith("SELECT") and "FROM api_keys" not in statement
+        if statement.lstrip().upper().startswith("SELECT")
     ]
     assert len(selects) == 1, selects
 
