@@ -318,7 +318,6 @@ def append_handover(
         document["last_updated"] = now
         _store(write, context, _prepared(document))
         return Appended(len(history) - 1, note, now, context.etag)
-    assert context.id is not None
     index = int(next_position)
     # Redacted where it stands in the document, so that each site's pointer is the same.
     redaction.for_storage({"handover_notes": {"history": {str(index): note}}})

@@ -151,10 +151,9 @@ def _load(write: Write, row: RunState, bead: str | None, part: bytes | None) -> 
     state = atari_state.parse(row.content)[0]
     if bead is None:
         return Loaded(state, parted=True)
-    old = None if part is None else bytes(part)
-    if old is not None:
-        state["history"][bead] = atari_state.entry_of_part(old)[1]
-    return Loaded(state, parted=True, old=old)
+    if part is not None:
+        state["history"][bead] = atari_state.entry_of_part(part)[1]
+    return Loaded(state, parted=True, old=part)
 
 
 def _bead_of(bead: str) -> dict[str, str]:

@@ -4,7 +4,7 @@ added, deleted. Each statement is built once per table, its values bound at each
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic
 
-from sqlalchemy import Connection, ScalarSelect, bindparam, inspect, update
+from sqlalchemy import Connection, Executable, ScalarSelect, bindparam, inspect, update
 from sqlalchemy.orm import configure_mappers, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
@@ -87,18 +87,12 @@ class ProjectScopedRepository(Generic[RowT]):
 
     def get(self, project_id: int, *key: Any, for_update: bool = False) -> RowT | None:
         """The row, locked until commit when ``for_update`` (SQLite: the writer holds the
-        whole database already). A write that has no ORM session yet reads it on its
-        connection, without making one (a handover's or an iteration's append then makes
-        none): the row is detached, as the session would have loaded it, and the write's
-        ``WriteSession`` keeps it for the session it may make later."""
+        whole database already)."""
         parameters = self._parameters(project_id, key)
-        source = self._source
-        if isinstance(source, WriteSession) and not source.made:
-            found = self._driver_lookups[for_update].first(source.connection, parameters)
-            if found is None:
-                return None
-            return source.loaded(self._detached(found))
-        row: RowT | None = self.session.exec(self._lookups[for_update], params=parameters).first()
+        found = self._look_up(
+            self._driver_lookups[for_update], self._lookups[for_update], parameters
+        )
+        row: RowT | None = None if found is None else found[0]
         return row
 
     def locked_with(self, project_id: int, *key: Any, **bound: Any) -> tuple[RowT | None, Any]:
@@ -110,17 +104,26 @@ class ProjectScopedRepository(Generic[RowT]):
         when it began)."""
         # The project and the key last: no caller's binding can widen the look-up's scope.
         parameters = {**bound, **self._parameters(project_id, key)}
+        found = self._look_up(self._driver_lookup_along, self._lookup_along, parameters)
+        return (None, None) if found is None else (found[0], found[1])
+
+    def _look_up(
+        self, driver: DriverStatement, lookup: Executable, parameters: Mapping[str, Any]
+    ) -> tuple[Any, ...] | None:
+        """The look-up's first row: this table's row, then whatever it reads after the row's
+        columns. A write that has no ORM session yet reads it on its connection, without
+        making one (a handover's or an iteration's append then makes none): the row is
+        detached, as the session would have loaded it, and the write's ``WriteSession``
+        keeps it for the session it may make later."""
         source = self._source
         if isinstance(source, WriteSession) and not source.made:
-            found = self._driver_lookup_along.first(source.connection, parameters)
+            found = driver.first(source.connection, parameters)
             if found is None:
-                return None, None
-            return source.loaded(self._detached(found[:-1])), found[-1]
-        with_value = self.session.execute(self._lookup_along, parameters).first()
-        if with_value is None:
-            return None, None
-        row, value = with_value
-        return row, value
+                return None
+            width = len(self._attributes)
+            return (source.loaded(self._detached(found[:width])), *found[width:])
+        in_session = self.session.execute(lookup, parameters).first()
+        return None if in_session is None else tuple(in_session)
 
     def _parameters(self, project_id: int, key: tuple[Any, ...]) -> dict[str, Any]:
         return {"project_id": project_id, **dict(zip(self.key, key, strict=True))}

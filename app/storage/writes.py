@@ -48,9 +48,7 @@ class Write:
     ) -> RowT | None:
         """The resource's row (None when it does not exist), locked, and the client's
         precondition checked against the version this write will change."""
-        row = repository.get(self.project_id, *key, for_update=True)
-        _check(precondition, row)
-        return row
+        return _checked(repository.get(self.project_id, *key, for_update=True), precondition)
 
     def existing(
         self,
@@ -61,10 +59,7 @@ class Write:
     ) -> RowT:
         """As ``locked``, for a change to a row that must exist: ``missing`` when it does not."""
         row = repository.get(self.project_id, *key, for_update=True)
-        if row is None:
-            raise missing
-        _check(precondition, row)
-        return row
+        return _required(row, missing, precondition)
 
     def locked_with(
         self,
@@ -76,8 +71,7 @@ class Write:
         """As ``locked``, and the repository's ``read_along`` value for the row (``bound``: its
         parameters), read with it."""
         row, value = repository.locked_with(self.project_id, *key, **bound)
-        _check(precondition, row)
-        return row, value
+        return _checked(row, precondition), value
 
     def existing_with(
         self,
@@ -90,18 +84,23 @@ class Write:
         """As ``existing``, and the repository's ``read_along`` value for the row (``bound``:
         its parameters), read with it."""
         row, value = repository.locked_with(self.project_id, *key, **bound)
-        if row is None:
-            raise missing
-        _check(precondition, row)
-        return row, value
+        return _required(row, missing, precondition), value
 
 
-def _check(precondition: Precondition | None, row: object) -> None:
-    """The client's precondition against the row's ETag (None: no such row yet)."""
-    if precondition is None:
-        return
-    document: StoredDocument | None = row  # type: ignore[assignment]  # a row with a precondition stores a document
-    precondition(None if document is None else document.etag)
+def _checked(row: RowT | None, precondition: Precondition | None) -> RowT | None:
+    """``row``, once the client's precondition holds against its ETag (None: no such row yet)."""
+    if precondition is not None:
+        document: StoredDocument | None = row  # type: ignore[assignment]  # a row with a precondition stores a document
+        precondition(None if document is None else document.etag)
+    return row
+
+
+def _required(row: RowT | None, missing: NotFound, precondition: Precondition | None) -> RowT:
+    """``row``, which must exist (``missing`` first, before any precondition), checked."""
+    if row is None:
+        raise missing
+    _checked(row, precondition)
+    return row
 
 
 def begin_write(sessions: WriteSession, tenant: str, project: str, *, create: bool = True) -> Write:
