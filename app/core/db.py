@@ -9,6 +9,7 @@ pool and never block writers (WAL). PostgreSQL needs none of this: both roles sh
 
 import os
 import re
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -411,8 +412,13 @@ class WriterConnections:
     replace every connection older than that at checkout, which a connection a turn already
     holds would otherwise escape (its next write failing on it once more)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self, engine: Engine, at_turn_end: Callable[[Connection], None] | None = None
+    ) -> None:
         self.engine = engine
+        # Run on the connection a turn holds once its last write has ended, before it goes
+        # back to the pool: SQLite's WAL rewind (``WalCheckpoints.rewind``).
+        self._at_turn_end = at_turn_end
         # A turn's thread holds its ``_Held`` here while the turn runs; a thread running a
         # write outside any turn (a large one) has none.
         self._turns = threading.local()
@@ -434,7 +440,11 @@ class WriterConnections:
         finally:
             self._turns.held = None
             if held.connection is not None:
-                held.connection.close()
+                try:
+                    if self._at_turn_end is not None:
+                        self._at_turn_end(held.connection)
+                finally:
+                    held.connection.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -731,12 +741,25 @@ def create_database(settings: Settings) -> Database:
     return _database(settings, engine, engine, None)
 
 
+def _rewinding(checkpoints: WalCheckpoints) -> Callable[[Connection], None]:
+    """The end of a SQLite write turn: the WAL rewound, when the checkpoint thread has asked."""
+
+    def rewind(connection: Connection) -> None:
+        driver = connection.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):  # pysqlite's, as every SQLite engine here
+            checkpoints.rewind(driver)
+
+    return rewind
+
+
 def _database(
     settings: Settings, reader: Engine, writer: Engine, checkpoints: WalCheckpoints | None
 ) -> Database:
     """The database over its engines, its small writes in turns that hold the writer's
     connection: on SQLite one turn for every write, on PostgreSQL one per project."""
-    connections = WriterConnections(writer)
+    connections = WriterConnections(
+        writer, at_turn_end=None if checkpoints is None else _rewinding(checkpoints)
+    )
     write_turns = WriteTurns(
         settings.db_pool_timeout_seconds,
         one_writer=settings.is_sqlite,

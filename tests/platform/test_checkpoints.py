@@ -4,13 +4,14 @@
 Each test has a database of its own: another app's thread on a shared one would checkpoint
 it too, and the WAL would hold the other tests' writes."""
 
+import logging
 import re
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -18,7 +19,7 @@ from urllib.parse import quote
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from app.core.checkpoints import BACKSTOP_PAGES, POLL_SECONDS
+from app.core.checkpoints import BACKSTOP_PAGES, POLL_SECONDS, REWIND_PAGES, WalCheckpoints
 from app.core.migrations import upgrade
 from app.main import create_app
 from tests.conftest import client_for, create_key, make_settings
@@ -170,3 +171,103 @@ except OSError:
 else:
     print("free")
 """
+
+
+# A WAL frame: its header, then the page (SQLite's 4 kB default); the file begins with a header.
+_FRAME_BYTES = 24 + 4096
+_WAL_HEADER_BYTES = 32
+
+
+def _wal_frames(path: str) -> int:
+    """The WAL's length in frames, from a checkpoint of a connection of its own (which copies
+    them: only at a test's end). SQLite shares a process's locks between its connections to
+    one file, so that closing this one leaves the app's."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        _busy, frames, _copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(frames)
+    finally:
+        connection.close()
+
+
+def _grow_wal_past(path: str, frames: int, write: Callable[[int], None]) -> None:
+    """``write`` called until the WAL file holds more than ``frames`` frames. Its size is the
+    most it ever held, so it must start below: while it grows, the WAL is that long."""
+    wal = Path(path + "-wal")
+    limit = _WAL_HEADER_BYTES + frames * _FRAME_BYTES
+    assert wal.stat().st_size < limit, "the WAL was that long before"
+    number = 0
+    while wal.stat().st_size <= limit:
+        number += 1
+        write(number)
+
+
+def test_a_stream_of_writes_rewinds_the_wal_between_writes_not_at_the_backstop(
+    tmp_path, tenant, project
+):
+    """SQLite writes from the WAL's start again only in a write that begins with every frame
+    copied, and under a steady stream a write always lands while the thread checkpoints: the
+    WAL grew to the backstop (10,000 pages), whose commit paid 8.7-10.4 ms with every writer
+    queued behind it. Once the thread has seen the WAL past ``REWIND_PAGES``, the writer
+    checkpoints what the thread's left at the end of its turn, and its next write rewinds.
+    Here a reader's snapshot stands for the write that lands during the thread's checkpoint
+    (it holds back the frames after it the same way), and the test makes the thread's
+    checkpoint itself."""
+    url = _sqlite_url(tmp_path)
+    path = url.removeprefix("sqlite:///")
+    with _app_on_a_new_database(url, tenant) as (scraper, client):
+        checkpoints = scraper.app.state.database.checkpoints
+        checkpoints.stop()
+        decisions = f"/v1/projects/{project}/memory/decisions"
+
+        def decide(number: int) -> None:
+            body = {"id": f"dec-{number}", "decision": f"decision {number} " + "words " * 40}
+            assert client.post(decisions, json=body).status_code == 201
+
+        assert client.post(decisions, json={"id": "first", "decision": "d"}).status_code == 201
+        _grow_wal_past(path, REWIND_PAGES, decide)
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM memory_items").fetchall()
+            decide(-1)  # after the reader's snapshot: its frames stay uncopied
+            checkpoints.checkpoint()
+        finally:
+            reader.close()
+        decide(-2)  # its turn's end copies what the thread's checkpoint left
+        decide(-3)  # begins with every frame copied: written from the WAL's start
+        assert _wal_frames(path) < REWIND_PAGES // 5, "the WAL went on growing to the backstop"
+
+
+def test_a_rewind_that_fails_is_logged_and_raises_nothing_into_the_write_turn(tmp_path, caplog):
+    """A rewind is done only once a checkpoint of the thread's saw the WAL past
+    ``REWIND_PAGES``; one that fails is logged, is asked for again only by the thread's next
+    checkpoint, and raises nothing into the write turn whose end it is."""
+    path = str(tmp_path / "rewind.db")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
+    writer.execute("CREATE TABLE t (value TEXT)")
+    checkpoints = WalCheckpoints(path)
+    made: list[None] = []
+    checkpoints.on_checkpoint = lambda: made.append(None)
+    gone = sqlite3.connect(path)
+    gone.close()
+    try:
+        with caplog.at_level(logging.WARNING, logger="app.core.checkpoints"):
+            checkpoints.rewind(gone)  # not asked for: nothing done
+            assert not caplog.records
+            _grow_wal_past(
+                path, REWIND_PAGES, lambda n: writer.execute("INSERT INTO t VALUES (?)", (str(n),))
+            )
+            checkpoints.checkpoint()
+            assert len(made) == 1
+            checkpoints.rewind(gone)
+            assert [record.getMessage() for record in caplog.records] == [
+                "WAL rewind failed: Cannot operate on a closed database."
+            ]
+            checkpoints.rewind(writer)  # asked for once: not again until the next checkpoint
+            assert len(made) == 1
+    finally:
+        checkpoints.stop()
+        writer.close()
