@@ -42,8 +42,9 @@ log = logging.getLogger(__name__)
 # in process), and a WAL of at most this long's writes.
 POLL_SECONDS = 0.25
 # A writer checkpoints by itself once its WAL holds this many pages (40 MB at SQLite's 4 kB
-# pages): only when this thread has fallen that far behind, or is not running, and the
-# writer's rewinds have not come (no write turn ended meanwhile).
+# pages): when this thread has fallen that far behind or is not running, and the writer's
+# rewinds have not come (no write turn ended meanwhile, only large writes, which run outside
+# the turns) or could not rewind (a read that spanned each turn's end held frames back).
 BACKSTOP_PAGES = 10_000
 # The WAL's length (SQLite's own checkpoint size, 4 MB) past which the writer rewinds it at the
 # end of its next write turn: under a steady stream of writes, after each of this thread's
@@ -135,19 +136,26 @@ class WalCheckpoints:
         if copied >= frames and time.time_ns() - wal.st_mtime_ns > _CLOCK_TICK_NS:
             self._checkpointed = state
 
-    def rewind(self, writer: sqlite3.Connection) -> None:
-        """On the writer's connection, in its thread, between two of its writes (no transaction
-        open): once this thread has seen the WAL longer than ``REWIND_PAGES``, a checkpoint
-        of what its own left, so that the next write starts the WAL from its beginning. A
-        checkpoint that fails or finds another running is left to the next turn's end (this
-        thread asks again after its next checkpoint); the write turn goes on either way."""
+    def rewind(self, writer: object) -> None:
+        """On the writer's connection (the driver's), in its thread, between two of its writes
+        (no transaction open): once this thread has seen the WAL longer than
+        ``REWIND_PAGES``, a checkpoint of what its own left, so that the next write starts
+        the WAL from its beginning. Asked for again at the next turn's end when it could not
+        copy every frame (another checkpoint running, a reader's snapshot holding some back);
+        one that fails is logged and left to this thread's next checkpoint. Its failures never
+        reach the write turn."""
         if not self._rewind_wanted.is_set():
             return
         self._rewind_wanted.clear()
+        if not isinstance(writer, sqlite3.Connection):
+            log.warning("WAL rewind skipped: the writer's driver is not pysqlite's")
+            return
         try:
-            writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            busy, frames, copied = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
             log.warning("WAL rewind failed: %s", exc)
             return
-        if self.on_checkpoint is not None:
+        if busy or copied < frames:
+            self._rewind_wanted.set()
+        if not busy and self.on_checkpoint is not None:
             self.on_checkpoint()

@@ -7,9 +7,9 @@ write lock up front, and wait out other processes with ``busy_timeout``. Reads u
 pool and never block writers (WAL). PostgreSQL needs none of this: both roles share one pool.
 """
 
+import logging
 import os
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -49,6 +49,8 @@ from sqlmodel import Session, SQLModel
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
 from app.core.write_turns import WriteTurns
+
+log = logging.getLogger(__name__)
 
 # Constraint names are part of the schema that migrations manage: make them deterministic.
 NAMING_CONVENTION = {
@@ -443,6 +445,10 @@ class WriterConnections:
                 try:
                     if self._at_turn_end is not None:
                         self._at_turn_end(held.connection)
+                except Exception:
+                    # Housekeeping: its failure must not fail the writes queued for the turn's
+                    # thread (nor skip returning the connection).
+                    log.exception("a write turn's end failed")
                 finally:
                     held.connection.close()
 
@@ -745,9 +751,7 @@ def _rewinding(checkpoints: WalCheckpoints) -> Callable[[Connection], None]:
     """The end of a SQLite write turn: the WAL rewound, when the checkpoint thread has asked."""
 
     def rewind(connection: Connection) -> None:
-        driver = connection.connection.driver_connection
-        if isinstance(driver, sqlite3.Connection):  # pysqlite's, as every SQLite engine here
-            checkpoints.rewind(driver)
+        checkpoints.rewind(connection.connection.driver_connection)
 
     return rewind
 

@@ -191,7 +191,8 @@ class Metrics:
         )
         self.wal_checkpoints = Counter(
             "context_store_sqlite_wal_checkpoints",
-            "WAL checkpoints made by the checkpoint thread (SQLite), outside any request.",
+            "WAL checkpoints (SQLite): the checkpoint thread's, and the writer's between two"
+            " write turns, which let its next write rewind the WAL.",
             registry=self.registry,
         )
         self.registry.register(PoolCollector(database))

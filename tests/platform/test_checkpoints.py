@@ -173,28 +173,29 @@ else:
 """
 
 
-# A WAL frame: its header, then the page (SQLite's 4 kB default); the file begins with a header.
-_FRAME_BYTES = 24 + 4096
-_WAL_HEADER_BYTES = 32
-
-
-def _wal_frames(path: str) -> int:
-    """The WAL's length in frames, from a checkpoint of a connection of its own (which copies
-    them: only at a test's end). SQLite shares a process's locks between its connections to
-    one file, so that closing this one leaves the app's."""
+def _wal_checkpoint(path: str) -> tuple[int, int]:
+    """(frames in the WAL, frames copied) from a checkpoint of a connection of its own, which
+    copies them: only where the test no longer needs them uncopied. SQLite shares a process's
+    locks between its connections to one file, so that closing this one leaves the app's."""
     connection = sqlite3.connect(path, isolation_level=None)
     try:
-        _busy, frames, _copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(frames)
+        _busy, frames, copied = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(frames), int(copied)
     finally:
         connection.close()
 
 
 def _grow_wal_past(path: str, frames: int, write: Callable[[int], None]) -> None:
-    """``write`` called until the WAL file holds more than ``frames`` frames. Its size is the
-    most it ever held, so it must start below: while it grows, the WAL is that long."""
+    """``write`` called until the WAL file holds more than ``frames`` frames (a header, then
+    each frame's header and page). Its size is the most it ever held, so it must start below:
+    while it grows, the WAL is that long."""
+    connection = sqlite3.connect(path)
+    try:
+        (page,) = connection.execute("PRAGMA page_size").fetchone()
+    finally:
+        connection.close()
     wal = Path(path + "-wal")
-    limit = _WAL_HEADER_BYTES + frames * _FRAME_BYTES
+    limit = 32 + frames * (24 + page)
     assert wal.stat().st_size < limit, "the WAL was that long before"
     number = 0
     while wal.stat().st_size <= limit:
@@ -232,11 +233,14 @@ def test_a_stream_of_writes_rewinds_the_wal_between_writes_not_at_the_backstop(
             reader.execute("SELECT count(*) FROM memory_items").fetchall()
             decide(-1)  # after the reader's snapshot: its frames stay uncopied
             checkpoints.checkpoint()
+            frames, copied = _wal_checkpoint(path)  # held back as the thread's was
+            assert frames > REWIND_PAGES and copied < frames
         finally:
             reader.close()
         decide(-2)  # its turn's end copies what the thread's checkpoint left
         decide(-3)  # begins with every frame copied: written from the WAL's start
-        assert _wal_frames(path) < REWIND_PAGES // 5, "the WAL went on growing to the backstop"
+        frames, _copied = _wal_checkpoint(path)
+        assert frames < REWIND_PAGES // 5, "the WAL went on growing to the backstop"
 
 
 def test_a_rewind_that_fails_is_logged_and_raises_nothing_into_the_write_turn(tmp_path, caplog):
@@ -256,6 +260,7 @@ def test_a_rewind_that_fails_is_logged_and_raises_nothing_into_the_write_turn(tm
     try:
         with caplog.at_level(logging.WARNING, logger="app.core.checkpoints"):
             checkpoints.rewind(gone)  # not asked for: nothing done
+            checkpoints.rewind(None)
             assert not caplog.records
             _grow_wal_past(
                 path, REWIND_PAGES, lambda n: writer.execute("INSERT INTO t VALUES (?)", (str(n),))

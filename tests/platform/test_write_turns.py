@@ -5,6 +5,7 @@ time limit of a wait for one, an error a write cannot pass back, and the write t
 the database is disposed."""
 
 import json
+import logging
 import re
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app.core import db, write_turns
 from app.core.migrations import upgrade
@@ -352,6 +354,33 @@ def test_a_turns_writes_share_one_connection_and_one_that_fails_gives_it_back(
             time.sleep(0.01)
         assert _post_decision(client_for(app, key), "shared", 5) == 201
         assert connections[-1] is not last
+
+
+def test_a_turns_end_that_fails_is_logged_and_the_turn_returns_its_connection(database_url, caplog):
+    """What runs at a turn's end (SQLite's WAL rewind) is housekeeping: whatever it raises is
+    logged, the turn's connection goes back to the pool, and the turn ends as it would."""
+    upgrade(database_url, configure_logging=False)
+    database = db.create_database(make_settings(database_url))
+    ended: list[object] = []
+
+    def fail(connection: object) -> None:
+        ended.append(connection)
+        raise RuntimeError("the end of the turn failed")
+
+    connections = db.WriterConnections(database.writer, at_turn_end=fail)
+    try:
+        with (
+            caplog.at_level(logging.ERROR, logger="app.core.db"),
+            connections.turn(),
+            connections.transaction() as connection,
+        ):
+            assert connection.execute(text("SELECT 1")).scalar_one() == 1
+        assert len(ended) == 1
+        assert database.writer.pool.checkedout() == 0
+        logged = [record.getMessage() for record in caplog.records if record.name == "app.core.db"]
+        assert logged == ["a write turn's end failed"]
+    finally:
+        database.dispose()
 
 
 @pytest.mark.postgresql
