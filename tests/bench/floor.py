@@ -18,7 +18,8 @@ callgrind: ``python -m tests.bench.floor --instructions DATABASE_URL KEY COUNT``
 COUNT POSTs and switches it off; the difference between COUNT and twice COUNT, over COUNT, is a
 POST's, start-up cancelled out, SQLite's checkpoint thread stopped meanwhile. Unlike CPU time,
 it repeats to about 0.5% on a machine whose speed moves between runs (this project's VMs: 30%
-between runs of the same code, 2026-11-25).
+between runs of the same code, 2026-11-25); SQLite's count less steadily (two counts of one
+code 5% apart on 2026-11-27, for a cause not yet found: the README's note of that session).
 """
 
 import asyncio
