@@ -140,10 +140,11 @@ class WalCheckpoints:
         """On the writer's connection (the driver's), in its thread, between two of its writes
         (no transaction open): once this thread has seen the WAL longer than
         ``REWIND_PAGES``, a checkpoint of what its own left, so that the next write starts
-        the WAL from its beginning. Asked for again at the next turn's end when it could not
-        copy every frame (another checkpoint running, a reader's snapshot holding some back);
-        one that fails is logged and left to this thread's next checkpoint. Its failures never
-        reach the write turn."""
+        the WAL from its beginning. Asked for again at the next turn's end when another
+        checkpoint was running; one that could not copy every frame (a reader's snapshot held
+        some back) or failed is left to this thread's next checkpoint, at most one a poll: a
+        reader overlapping every turn's end would otherwise cost each its syncs. Its failures
+        never reach the write turn."""
         if not self._rewind_wanted.is_set():
             return
         self._rewind_wanted.clear()
@@ -151,11 +152,11 @@ class WalCheckpoints:
             log.warning("WAL rewind skipped: the writer's driver is not pysqlite's")
             return
         try:
-            busy, frames, copied = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy, _frames, _copied = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error as exc:
             log.warning("WAL rewind failed: %s", exc)
             return
-        if busy or copied < frames:
+        if busy:
             self._rewind_wanted.set()
-        if not busy and self.on_checkpoint is not None:
+        elif self.on_checkpoint is not None:
             self.on_checkpoint()

@@ -243,36 +243,55 @@ def test_a_stream_of_writes_rewinds_the_wal_between_writes_not_at_the_backstop(
         assert frames < REWIND_PAGES // 5, "the WAL went on growing to the backstop"
 
 
-def test_a_rewind_that_fails_is_logged_and_raises_nothing_into_the_write_turn(tmp_path, caplog):
+def test_a_rewind_is_done_once_for_each_checkpoint_that_asks_and_its_failures_are_logged(
+    tmp_path, caplog
+):
     """A rewind is done only once a checkpoint of the thread's saw the WAL past
-    ``REWIND_PAGES``; one that fails is logged, is asked for again only by the thread's next
-    checkpoint, and raises nothing into the write turn whose end it is."""
+    ``REWIND_PAGES``, and once for each: one that could not copy every frame (a reader's
+    snapshot held some back) is not tried again at every turn's end, which a reader
+    overlapping each would make pay its syncs; one that fails, or finds a driver other than
+    pysqlite's, is logged and raises nothing into the write turn whose end it is."""
     path = str(tmp_path / "rewind.db")
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("PRAGMA journal_mode=WAL")
     writer.execute(f"PRAGMA wal_autocheckpoint={BACKSTOP_PAGES}")
     writer.execute("CREATE TABLE t (value TEXT)")
+    reader = sqlite3.connect(path, isolation_level=None)
     checkpoints = WalCheckpoints(path)
     made: list[None] = []
     checkpoints.on_checkpoint = lambda: made.append(None)
     gone = sqlite3.connect(path)
     gone.close()
+
+    def write(number: int) -> None:
+        writer.execute("INSERT INTO t VALUES (?)", (str(number),))
+
+    def logged() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "app.core.checkpoints"]
+
     try:
         with caplog.at_level(logging.WARNING, logger="app.core.checkpoints"):
             checkpoints.rewind(gone)  # not asked for: nothing done
-            checkpoints.rewind(None)
-            assert not caplog.records
-            _grow_wal_past(
-                path, REWIND_PAGES, lambda n: writer.execute("INSERT INTO t VALUES (?)", (str(n),))
-            )
-            checkpoints.checkpoint()
-            assert len(made) == 1
+            assert not logged()
+            _grow_wal_past(path, REWIND_PAGES, write)
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM t").fetchall()  # holds back what follows
+            write(0)
+            checkpoints.checkpoint()  # asks for a rewind
             checkpoints.rewind(gone)
-            assert [record.getMessage() for record in caplog.records] == [
-                "WAL rewind failed: Cannot operate on a closed database."
-            ]
-            checkpoints.rewind(writer)  # asked for once: not again until the next checkpoint
-            assert len(made) == 1
+            assert logged() == ["WAL rewind failed: Cannot operate on a closed database."]
+            write(0)
+            checkpoints.checkpoint()
+            checkpoints.rewind(None)
+            assert logged()[1:] == ["WAL rewind skipped: the writer's driver is not pysqlite's"]
+            write(0)
+            checkpoints.checkpoint()
+            assert len(made) == 3
+            checkpoints.rewind(writer)  # held back by the reader: done once, not again
+            checkpoints.rewind(writer)
+            assert len(made) == 4
+            assert len(logged()) == 2
     finally:
         checkpoints.stop()
+        reader.close()
         writer.close()
