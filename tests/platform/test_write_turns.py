@@ -264,16 +264,23 @@ def test_sqlite_writes_queued_behind_a_held_writer_are_refused_within_the_pool_t
             threading.Thread(target=lambda n=n: answers.append(_post_decision(client, "h", n)))
             for n in range(4)
         ]
+        turns = app.state.database.write_turns
         with app.state.database.writer.connect():  # the writer's one connection, held
-            started = time.monotonic()
             for sender in senders:
                 sender.start()
+            # Timed from when all four are in the turn: on a loaded machine the senders' requests
+            # reached it up to a second apart (4.3 s in all, a CI run of 2026-11-27).
+            deadline = time.monotonic() + 30
+            while turns.busy + turns.waiting < len(senders) and not answers:
+                assert time.monotonic() < deadline, "the writes never reached their turn"
+                time.sleep(0.005)
+            started = time.monotonic()
             for sender in senders:
                 sender.join()
             took = time.monotonic() - started
     assert answers == [503] * 4
-    # The first waits a timeout for the connection; one queued meanwhile may then wait as
-    # long again; later ones are refused as their turn comes. One after another: 4 s.
+    # The first waits at most a timeout for the connection; one queued meanwhile may then wait
+    # as long again; later ones are refused as their turn comes. One after another: 3-4 s.
     assert took < 3 * timeout, f"the queued writes took {took:.1f} s to be refused"
 
 
