@@ -414,12 +414,10 @@ class WriterConnections:
     replace every connection older than that at checkout, which a connection a turn already
     holds would otherwise escape (its next write failing on it once more)."""
 
-    def __init__(
-        self, engine: Engine, at_turn_end: Callable[[Connection], None] | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, at_turn_end: Callable[[object], None] | None = None) -> None:
         self.engine = engine
-        # Run on the connection a turn holds once its last write has ended, before it goes
-        # back to the pool: SQLite's WAL rewind (``WalCheckpoints.rewind``).
+        # Run on the driver's connection a turn holds once its last write has ended, before
+        # it goes back to the pool: SQLite's WAL rewind (``WalCheckpoints.rewind``).
         self._at_turn_end = at_turn_end
         # A turn's thread holds its ``_Held`` here while the turn runs; a thread running a
         # write outside any turn (a large one) has none.
@@ -444,7 +442,7 @@ class WriterConnections:
             if held.connection is not None:
                 try:
                     if self._at_turn_end is not None:
-                        self._at_turn_end(held.connection)
+                        self._at_turn_end(held.connection.connection.driver_connection)
                 except Exception:
                     # Housekeeping: its failure must not fail the writes queued for the turn's
                     # thread (nor skip returning the connection).
@@ -747,22 +745,13 @@ def create_database(settings: Settings) -> Database:
     return _database(settings, engine, engine, None)
 
 
-def _rewinding(checkpoints: WalCheckpoints) -> Callable[[Connection], None]:
-    """The end of a SQLite write turn: the WAL rewound, when the checkpoint thread has asked."""
-
-    def rewind(connection: Connection) -> None:
-        checkpoints.rewind(connection.connection.driver_connection)
-
-    return rewind
-
-
 def _database(
     settings: Settings, reader: Engine, writer: Engine, checkpoints: WalCheckpoints | None
 ) -> Database:
     """The database over its engines, its small writes in turns that hold the writer's
     connection: on SQLite one turn for every write, on PostgreSQL one per project."""
     connections = WriterConnections(
-        writer, at_turn_end=None if checkpoints is None else _rewinding(checkpoints)
+        writer, at_turn_end=None if checkpoints is None else checkpoints.rewind
     )
     write_turns = WriteTurns(
         settings.db_pool_timeout_seconds,
