@@ -79,21 +79,17 @@ class WalCheckpoints:
         self._thread.start()
 
     def stop(self) -> None:
+        """The thread stopped, then the connection its checkpoints (or a caller's) used closed."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join()
-        if self._connection is not None:  # a checkpoint made without the thread (a test's)
+        if self._connection is not None:
             self._connection.close()
             self._connection = None
 
     def _run(self) -> None:
-        try:
-            while not self._stopping.wait(POLL_SECONDS):
-                self.checkpoint()
-        finally:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        while not self._stopping.wait(POLL_SECONDS):
+            self.checkpoint()
 
     def checkpoint(self) -> None:
         """One poll: a ``PASSIVE`` checkpoint, when the WAL has changed since the last one that
@@ -152,7 +148,7 @@ class WalCheckpoints:
             log.warning("WAL rewind skipped: the writer's driver is not pysqlite's")
             return
         try:
-            busy, _frames, _copied = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            busy = writer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[0]
         except sqlite3.Error as exc:
             log.warning("WAL rewind failed: %s", exc)
             return
