@@ -1,8 +1,8 @@
 """Strong ETags and the conditional headers If-Match and If-None-Match (RFC 9110 13.1)."""
 
-import hashlib
 from collections.abc import Callable
 
+from blake3 import blake3
 from fastapi import Request, Response
 
 from app.core.encoding import identity_etag
@@ -12,24 +12,29 @@ from app.core.errors import PreconditionFailed
 # does not exist yet). Services call it once they hold the row's lock, so that the version
 # checked is the version changed.
 Precondition = Callable[[str | None], None]
+# 128 bits, as BLAKE2b's tags were: the same 32 hex digits.
+TAG_BYTES = 16
 
 
-def tag_digest() -> "hashlib.blake2b":
+def tag_digest() -> blake3:
     """The hash every strong ETag is made of, a file's own (``etag_of``) or a chained one
-    (``app/core/documents.py``): BLAKE2b, 128 bits. Stored tags outlive the code that made them
-    (an archive pushed again knows a save it holds by its tag): it changes only with a
-    migration that rewrites every stored tag."""
-    return hashlib.blake2b(digest_size=16)
+    (``app/core/documents.py``): BLAKE3, its first 128 bits. BLAKE2b made them until migration
+    0016: BLAKE3 hashes a 1 MB save in 0.16 ms against 1.1 (compiled, with SIMD, on one thread), the
+    largest step of a large import but parsing and redaction. Stored tags outlive the code
+    that made them: an archive pushed again knows a save it holds by its stored tag
+    (``SaveRepository.find_file``), so the hash changes only with a migration that rewrites
+    every stored tag a new one is compared with (0016: the saves'). Every other stored tag is
+    only ever compared with itself (``If-Match``, ``If-None-Match``, a chained tag's next
+    link), so one made by BLAKE2b still names its version."""
+    return blake3()
 
 
-def etag_from(digest: "hashlib.blake2b") -> str:
-    return '"' + digest.hexdigest() + '"'
+def etag_from(digest: blake3) -> str:
+    return '"' + digest.hexdigest(length=TAG_BYTES) + '"'
 
 
 def etag_of(content: bytes) -> str:
-    digest = tag_digest()
-    digest.update(content)
-    return etag_from(digest)
+    return etag_from(blake3(content))
 
 
 def _listed_tags(header: str) -> list[str]:

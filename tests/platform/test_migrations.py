@@ -1,5 +1,6 @@
 """One linear migration history that builds exactly the models' schema on both databases."""
 
+import hashlib
 import json
 from datetime import UTC, datetime
 
@@ -19,7 +20,7 @@ from app.formats.agent_memory import render_line
 from app.main import create_app
 from app.projects.models import Project
 from tests.conftest import client_for, create_key, make_settings
-from tests.helpers import import_save, raw_trace, recent_turns, seed_save
+from tests.helpers import import_save, raw_trace, recent_turns, seed_save, tar_gz
 
 
 def test_there_is_a_single_head():
@@ -496,3 +497,54 @@ def test_0015_numbers_shared_handover_positions_again_then_holds_them_unique(bac
                 connection.execute(taken)
     finally:
         engine.dispose()
+
+
+def test_0016_tags_every_save_by_blake3_so_an_archive_pushed_again_stores_nothing(backend, tenant):
+    """A save stored before 0016 has its file's BLAKE2b as its tag; an archive pushed again
+    knows the saves it holds by their tags, computed now by BLAKE3: without the migration's new
+    tags every save would be stored a second time. One save stored whole, one gzip-compressed
+    (over 1 MiB), which the migration inflates to hash."""
+    url = backend.new_database_url()
+    upgrade(url)
+    app = create_app(make_settings(url))
+    # Another timestamp: another file name (saves are listed by name here).
+    large = seed_save() | {"timestamp": "2024-01-15T11:00:00Z", "vendor_notes": "a note " * 200_000}
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        for document in (seed_save(), large):
+            assert import_save(client, "p", document).status_code == 201
+        listed = client.get("/v1/projects/p/saves").json()["items"]
+        files = {
+            save["filename"]: client.get(f"/v1/projects/p/saves/{save['id']}").content
+            for save in listed
+        }
+    assert max(len(file) for file in files.values()) > 1024 * 1024
+    engine = create_engine(url)
+    stored = text("SELECT filename, etag, content_gzipped FROM saves ORDER BY id")
+    try:
+        downgrade(url, "0015")
+        with engine.connect() as connection:
+            before = connection.execute(stored).all()
+        assert sorted(gzipped for _name, _tag, gzipped in before) == [False, True]
+        assert {name: tag for name, tag, _gzipped in before} == {
+            name: '"' + hashlib.blake2b(file, digest_size=16).hexdigest() + '"'
+            for name, file in files.items()
+        }
+        upgrade(url)
+        with engine.connect() as connection:
+            after = connection.execute(stored).all()
+        assert {name: tag for name, tag, _gzipped in after} == {
+            name: etag_of(file) for name, file in files.items()
+        }
+    finally:
+        engine.dispose()
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        archive = tar_gz({f"mdan/{name}": file for name, file in files.items()})
+        report = client.post(
+            "/v1/projects/p/archive", content=archive, headers={"Content-Type": "application/gzip"}
+        )
+        assert report.status_code == 200, report.text
+        assert [member["action"] for member in report.json()["imported"]] == ["unchanged"] * 2
+        assert len(client.get("/v1/projects/p/saves").json()["items"]) == 2

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from blake3 import blake3
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 from sqlalchemy import Engine, MetaData, select
@@ -178,12 +179,13 @@ def test_the_same_content_under_another_name_is_another_save(client, project):
 
 
 def _plain_digests(content: bytes) -> set[bytes]:
-    """Digests anyone holding a guess of the bytes could compute: SHA-256 and BLAKE2b (hex and
-    raw) of the bytes, and the ETag those bytes would have."""
+    """Digests anyone holding a guess of the bytes could compute: SHA-256, BLAKE2b and BLAKE3
+    (hex and raw) of the bytes, and the ETag those bytes would have."""
     digests = {etag_of(content).strip('"').encode()}
     for raw in (
         hashlib.sha256(content).digest(),
         hashlib.blake2b(content, digest_size=16).digest(),
+        blake3(content).digest(length=16),
     ):
         digests |= {raw, raw.hex().encode()}
     return digests
@@ -294,10 +296,10 @@ def test_without_a_key_a_sqlite_server_keeps_one_beside_its_database(tmp_path, p
     assert key_file.read_bytes().strip() not in (tmp_path / "store.db").read_bytes()
 
 
-def test_an_etag_is_the_files_blake2b_as_every_stored_tag_was_made():
+def test_an_etag_is_the_files_blake3_as_migration_0016_made_every_saves_tag():
     """Stored tags outlive the code that made them: an archive pushed again recognises the saves
     it holds by their tag (``stored_copy``), so a save stored before a change of hash would be
-    stored a second time. The hash changes only with a migration that rewrites every stored
-    tag."""
+    stored a second time. The hash changes only with a migration that rewrites the saves' tags
+    (0016's test: the tags it makes are these)."""
     content = b'{\n  "version": "1.0"\n}'
-    assert etag_of(content) == '"' + hashlib.blake2b(content, digest_size=16).hexdigest() + '"'
+    assert etag_of(content) == '"' + blake3(content).hexdigest(length=16) + '"'
