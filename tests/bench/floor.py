@@ -19,7 +19,7 @@ COUNT POSTs and switches it off; the difference between COUNT and twice COUNT, o
 POST's, start-up cancelled out, SQLite's checkpoint thread stopped meanwhile. Unlike CPU time,
 it repeats to about 0.5% on a machine whose speed moves between runs (this project's VMs: 30%
 between runs of the same code, 2026-11-25); SQLite's count less steadily (two counts of one
-code 5% apart on 2026-11-27, for a cause not yet found: the README's note of that session).
+code 5% apart on 2026-11-27, for a cause not yet found: README, "Measured and not kept").
 """
 
 import asyncio

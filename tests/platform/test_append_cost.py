@@ -214,7 +214,7 @@ def test_an_append_updates_each_table_once(app, client, case):
 def test_an_append_reads_its_row_and_what_it_needs_with_it_in_one_statement(app, client, case):
     """The row a handover or an iteration changes, locked, and what the append needs beside
     it (the next note's position, the bead's stored entry) come in one SELECT: on PostgreSQL
-    each statement is a round trip of its own (README, "The eighth session")."""
+    each statement is a round trip of its own (README, "Where the time goes")."""
     append = CASES[case](client, SMALL)
     append()
     selects = [
