@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     # the server hold before a request even starts.
     max_header_bytes: int = Field(default=64 * 1024, ge=4096)
     # zlib level for gzip responses. Starlette's default of 9 costs ~15x level 1 on
-    # large documents for a few percent of size (see the README's figures).
+    # large documents for a few percent of size.
     gzip_level: int = Field(default=5, ge=1, le=9)
     gzip_minimum_bytes: int = Field(default=1024, ge=0)
     # Seed 000: "Delete old saves after successful completion".
