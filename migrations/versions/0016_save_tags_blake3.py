@@ -6,6 +6,8 @@ compared with the tag of the pushed file, so every save's tag is made again from
 stored bytes, inflated when stored gzip-compressed). No other stored tag is ever compared with a
 new one (each is compared with itself only: a client's ``If-Match``, a chained tag's next
 link), so they stay as they are. One save at a time: a large one is read and hashed alone.
+A stored file that does not inflate (damaged on disk: its export fails too) keeps its tag, and
+the migration says which, rather than leave every other save untagged behind a failed upgrade.
 The downgrade makes the BLAKE2b tags again.
 
 Revision ID: 0016
@@ -15,6 +17,8 @@ Create Date: 2026-11-27 05:30:00.000000
 
 import gzip
 import hashlib
+import logging
+import zlib
 from collections.abc import Callable, Sequence
 
 import sqlalchemy as sa
@@ -25,6 +29,8 @@ revision: str = "0016"
 down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+log = logging.getLogger(f"alembic.migration.{revision}")
 
 saves = sa.table(
     "saves",
@@ -50,7 +56,13 @@ def _tag_every_save(tag_of: Callable[[bytes], str]) -> None:
         content, gzipped = connection.execute(
             sa.select(saves.c.content, saves.c.content_gzipped).where(saves.c.id == save_id)
         ).one()
-        file = gzip.decompress(content) if gzipped else bytes(content)
+        try:
+            file = gzip.decompress(content) if gzipped else bytes(content)
+        except (OSError, EOFError, zlib.error) as exc:
+            log.warning(
+                "save %s: its stored file does not inflate (%s); its tag is kept", save_id, exc
+            )
+            continue
         connection.execute(saves.update().where(saves.c.id == save_id).values(etag=tag_of(file)))
 
 

@@ -548,3 +548,49 @@ def test_0016_tags_every_save_by_blake3_so_an_archive_pushed_again_stores_nothin
         assert report.status_code == 200, report.text
         assert [member["action"] for member in report.json()["imported"]] == ["unchanged"] * 2
         assert len(client.get("/v1/projects/p/saves").json()["items"]) == 2
+
+
+def test_0016_keeps_the_tag_of_a_save_whose_stored_file_does_not_inflate(backend, tenant, caplog):
+    """A damaged stored file (its export fails as well) cannot be hashed: its tag is kept and
+    the migration names the save, and every other save is tagged anew; the upgrade succeeds."""
+    url = backend.new_database_url()
+    # Alembic's own logging configuration would take the root logger's handlers, caplog's too.
+    upgrade(url, "0015", configure_logging=False)
+    engine = create_engine(url)
+    insert_save = text(
+        "INSERT INTO saves (project_id, number, timestamp, filename, project_name, "
+        "current_phase, all_phases_complete, content, content_gzipped, size_bytes, etag, "
+        "stored_at) VALUES (:project, :number, :now, :filename, 'p', 'LOAD', false, :content, "
+        ":gzipped, 2, 'e', :now)"
+    )
+    try:
+        with engine.begin() as connection:
+            now = utcnow()
+            project = connection.execute(
+                text(
+                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
+                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
+                ),
+                {"tenant": tenant, "now": now},
+            ).scalar_one()
+            for number, content, gzipped in ((1, b"\x1f\x8bdamaged", True), (2, b"{}", False)):
+                connection.execute(
+                    insert_save,
+                    {
+                        "project": project,
+                        "number": number,
+                        "now": now,
+                        "filename": f"mdan-save-{number}.json",
+                        "content": content,
+                        "gzipped": gzipped,
+                    },
+                )
+        with caplog.at_level("WARNING", logger="alembic.migration.0016"):
+            upgrade(url, configure_logging=False)
+        with engine.connect() as connection:
+            tags = connection.execute(text("SELECT etag FROM saves ORDER BY number")).scalars()
+            assert tags.all() == ["e", etag_of(b"{}")]
+    finally:
+        engine.dispose()
+    [warning] = [record for record in caplog.records if record.name == "alembic.migration.0016"]
+    assert "save" in warning.getMessage() and "tag is kept" in warning.getMessage()
