@@ -35,6 +35,8 @@ import orjson
 WRK_SCRIPT = Path(__file__).with_name("wrk.lua")
 # The open loop's connections opened before a pass, as many as the closed loop's.
 OPEN_LOOP_CONNECTIONS = 32
+# An answer not read whole within this is an error (httpx's timeout in the open loop before).
+OPEN_LOOP_TIMEOUT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -191,9 +193,7 @@ class _Connections:
 
     async def request(self, method: str, path: str, headers: bytes, body: bytes) -> int:
         """The answer's status, once its whole body has been read."""
-        if not self.idle:
-            await self.open(1)
-        reader, writer = self.idle.popleft()
+        reader, writer = await self._free()
         keep = False
         try:
             head = b"%s %s HTTP/1.1\r\nhost: %s\r\ncontent-length: %d\r\n" % (
@@ -203,7 +203,7 @@ class _Connections:
                 len(body),
             )
             writer.write(head + headers + b"\r\n" + body)
-            status, keep = await _read_response(reader)
+            status, keep = await _read_response(reader, method)
             return status
         finally:
             if keep:
@@ -211,30 +211,46 @@ class _Connections:
             else:
                 writer.close()
 
+    async def _free(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """An idle connection the server has not closed meanwhile, or a new one."""
+        while self.idle:
+            reader, writer = self.idle.popleft()
+            if not reader.at_eof() and not writer.is_closing():
+                return reader, writer
+            writer.close()
+        return await asyncio.open_connection(self.host, self.port)
+
     def close(self) -> None:
         for _reader, writer in self.idle:
             writer.close()
 
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
-    """(status, whether the connection may carry another request) of one HTTP/1.1 answer."""
-    head = await reader.readuntil(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split(" ", 2)[1])
+async def _read_response(reader: asyncio.StreamReader, method: str) -> tuple[int, bool]:
+    """(status, whether the connection may carry another request) of one HTTP/1.1 answer
+    (RFC 9112 6.3: no body after HEAD, a 1xx, 204 or 304; chunked before Content-Length)."""
+    status = 100
+    while 100 <= status < 200:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
     fields = {}
     for line in lines[1:]:
         name, _, value = line.partition(":")
         fields[name.strip().lower()] = value.strip().lower()
-    if "content-length" in fields:
-        await reader.readexactly(int(fields["content-length"]))
-    elif fields.get("transfer-encoding") == "chunked":
+    keep = fields.get("connection") != "close"
+    if method == "HEAD" or status in (204, 304):
+        return status, keep
+    if fields.get("transfer-encoding", "").endswith("chunked"):
         while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
             await reader.readexactly(size + 2)
-        await reader.readuntil(b"\r\n")
+        while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, then the end
+            pass
+    elif "content-length" in fields:
+        await reader.readexactly(int(fields["content-length"]))
     else:
         await reader.read()
         return status, False
-    return status, fields.get("connection") != "close"
+    return status, keep
 
 
 async def _open_loop(base_url: str, call: Call, rate: float, seconds: float) -> Latency:
@@ -253,12 +269,19 @@ async def _open_loop(base_url: str, call: Call, rate: float, seconds: float) -> 
         async def one(number: int, due: float) -> None:
             nonlocal errors
             sent_late.append(loop.time() - due)
+            exchange = connections.request(
+                call.method, call.path_for(number), headers, call.body_for(f"{run}-{number}")
+            )
             try:
-                status = await connections.request(
-                    call.method, call.path_for(number), headers, call.body_for(f"{run}-{number}")
-                )
+                status = await asyncio.wait_for(exchange, OPEN_LOOP_TIMEOUT_SECONDS)
                 errors += status >= 400
-            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            except (
+                OSError,  # TimeoutError among them
+                asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError,
+                ValueError,
+                IndexError,
+            ):
                 errors += 1
             latencies.append(loop.time() - due)
 
