@@ -8,7 +8,7 @@ import pytest
 from alembic import command
 from alembic.script import ScriptDirectory
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine, insert, inspect, text
+from sqlalchemy import Connection, create_engine, insert, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from app.agents.models import AgentMemoryItem
@@ -31,6 +31,18 @@ def test_there_is_a_single_head():
 def test_the_models_match_the_migrations(database_url):
     # Raises when autogenerate would find anything to add, drop or alter.
     command.check(alembic_config(database_url))
+
+
+def _project_row(connection: Connection, tenant: str, now: datetime, name: str = "p") -> int:
+    """A project's row put in by SQL, as a migration's test needs one at an older schema."""
+    project_id: int = connection.execute(
+        text(
+            "INSERT INTO projects (tenant, name, created_at, last_write_at) "
+            "VALUES (:tenant, :name, :now, :now) RETURNING id"
+        ),
+        {"tenant": tenant, "name": name, "now": now},
+    ).scalar_one()
+    return project_id
 
 
 def test_downgrade_to_base_with_data_and_upgrade_again(backend, tenant):
@@ -188,16 +200,7 @@ def test_0011_numbers_the_saves_of_each_project_in_their_order_and_downgrades(ba
     try:
         with engine.begin() as connection:
             now = utcnow()
-            projects = {
-                name: connection.execute(
-                    text(
-                        "INSERT INTO projects (tenant, name, created_at, last_write_at) "
-                        "VALUES (:tenant, :name, :now, :now) RETURNING id"
-                    ),
-                    {"tenant": tenant, "name": name, "now": now},
-                ).scalar_one()
-                for name in ("a", "b")
-            }
+            projects = {name: _project_row(connection, tenant, now, name) for name in ("a", "b")}
             for name in ("a", "b", "a", "a", "b"):
                 connection.execute(
                     text(
@@ -270,13 +273,7 @@ def test_0012_renames_the_run_state_times_and_keeps_every_value(backend, tenant)
     engine = create_engine(url)
     try:
         with engine.begin() as connection:
-            project = connection.execute(
-                text(
-                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
-                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
-                ),
-                {"tenant": tenant, "now": stored_at},
-            ).scalar_one()
+            project = _project_row(connection, tenant, stored_at)
             run_state = connection.execute(
                 text(
                     "INSERT INTO run_states (project_id, run, version, status, iteration, "
@@ -350,15 +347,13 @@ def test_0013_keeps_whole_documents_splits_them_on_their_next_change_and_numbers
     engine = create_engine(url)
     try:
         with engine.begin() as connection:
-            values = {"tenant": tenant, "now": moment}
-            project = connection.execute(
-                text(
-                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
-                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
-                ),
-                values,
-            ).scalar_one()
-            values |= {"project": project, "context": context_bytes, "state": state_bytes}
+            project = _project_row(connection, tenant, moment)
+            values = {
+                "now": moment,
+                "project": project,
+                "context": context_bytes,
+                "state": state_bytes,
+            }
             context_id = connection.execute(
                 text(
                     "INSERT INTO feature_contexts (project_id, feature_id, current_phase, "
@@ -566,13 +561,7 @@ def test_0016_keeps_the_tag_of_a_save_whose_stored_file_does_not_inflate(backend
     try:
         with engine.begin() as connection:
             now = utcnow()
-            project = connection.execute(
-                text(
-                    "INSERT INTO projects (tenant, name, created_at, last_write_at) "
-                    "VALUES (:tenant, 'p', :now, :now) RETURNING id"
-                ),
-                {"tenant": tenant, "now": now},
-            ).scalar_one()
+            project = _project_row(connection, tenant, now)
             for number, content, gzipped in ((1, b"\x1f\x8bdamaged", True), (2, b"{}", False)):
                 connection.execute(
                     insert_save,
