@@ -1,10 +1,11 @@
 """The framework ceiling: a bare FastAPI endpoint returning a constant, served by uvicorn with
-the options ``context-store serve`` uses. No middleware, no database, no validation."""
+the options ``context-store serve`` uses, by the same server class. No middleware, no database,
+no validation."""
 
 import uvicorn
 from fastapi import FastAPI, Response
 
-from app.cli import freeze_startup_heap, uvicorn_options
+from app.cli import WarmingServer, freeze_heap, uvicorn_options
 from app.core.config import Settings
 
 CONSTANT = b'{"ok":true}'
@@ -18,5 +19,5 @@ async def ceiling() -> Response:
 
 
 if __name__ == "__main__":
-    freeze_startup_heap()
-    uvicorn.run(app, **uvicorn_options(Settings()))
+    freeze_heap()
+    WarmingServer(uvicorn.Config(app, **uvicorn_options(Settings()))).run()

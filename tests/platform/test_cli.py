@@ -1,5 +1,6 @@
 """The ``context-store`` command, run as a user runs it."""
 
+import asyncio
 import gc
 import importlib.metadata
 import itertools
@@ -23,7 +24,8 @@ import uvicorn
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app import cli as cli_module
+from app.cli import WARM_UP_REQUESTS, WarmingServer, cli
 from app.core.migrations import head_revision
 from tests.conftest import client_for
 from tests.helpers import assert_problem, python_indent2, seed_save
@@ -449,7 +451,7 @@ def _serve_until_it_runs(
                 listening.close()
 
     monkeypatch.setattr(uvicorn, "Config", lambda app, **_options: app)
-    monkeypatch.setattr(uvicorn, "Server", Recorder)
+    monkeypatch.setattr(cli_module, "WarmingServer", Recorder)
     sigterm = signal.getsignal(signal.SIGTERM)
     try:
         result = CliRunner().invoke(
@@ -474,6 +476,33 @@ def test_serve_runs_with_the_built_app_out_of_garbage_collection(monkeypatch, tm
         lambda app: seen.append(all(tracked is not app for tracked in gc.get_objects())),
     )
     assert seen == [True]
+
+
+async def _unserved_app(scope: object, receive: object, send: object) -> None:
+    """An app for a server that is never started."""
+
+
+def test_the_server_freezes_once_what_its_first_requests_built():
+    """A server's first requests build what its routes build on first use (FastAPI's route
+    contexts, SQLAlchemy's mapped attributes): once it has served ``WARM_UP_REQUESTS``, what
+    is alive is frozen too, once, so that no full collection walks it again."""
+    server = WarmingServer(uvicorn.Config(app=_unserved_app))
+    assert gc.get_freeze_count() == 0
+    built_by_requests = {"routes": []}
+    try:
+        server.server_state.total_requests = WARM_UP_REQUESTS - 1
+        asyncio.run(server.on_tick(1))
+        assert gc.get_freeze_count() == 0
+        server.server_state.total_requests = WARM_UP_REQUESTS
+        asyncio.run(server.on_tick(2))
+        assert gc.get_freeze_count() > 0
+        assert all(tracked is not built_by_requests for tracked in gc.get_objects())
+        built_later = {"routes": []}
+        server.server_state.total_requests = 10 * WARM_UP_REQUESTS
+        asyncio.run(server.on_tick(3))
+        assert any(tracked is built_later for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()
 
 
 def test_serve_logs_records_without_what_no_line_shows(monkeypatch, tmp_path):
