@@ -102,6 +102,8 @@ class ProjectScopedRepository(Generic[RowT]):
         statement of its own, so that every write that changed the value before has committed
         (on PostgreSQL, each statement of a READ COMMITTED transaction sees what had committed
         when it began)."""
+        if self.read_along is None:
+            raise TypeError(f"{type(self).__name__} reads nothing along its rows")
         # The project and the key last: no caller's binding can widen the look-up's scope.
         parameters = {**bound, **self._parameters(project_id, key)}
         found = self._look_up(self._driver_lookup_along, self._lookup_along, parameters)

@@ -1,5 +1,6 @@
-"""``ProjectScopedRepository.store``: a change to a stored row that finds no row to change is an
-error, never a change silently lost (the ORM's flush, which it replaced, raised the same)."""
+"""``ProjectScopedRepository``: a change to a stored row that finds no row to change is an
+error, never a change silently lost (the ORM's flush, which it replaced, raised the same); a
+locking look-up with a value read along, on a table that reads none, says so."""
 
 import pytest
 from sqlalchemy import delete
@@ -9,6 +10,7 @@ from app.features.models import FeatureContext
 from app.features.repository import FeatureRepository
 from app.formats import feature_context
 from app.projects.service import project_id
+from app.saves.repository import SaveRepository
 
 
 def test_a_store_into_a_row_that_is_gone_raises_and_changes_nothing(app, client, tenant, project):
@@ -30,3 +32,11 @@ def test_a_store_into_a_row_that_is_gone_raises_and_changes_nothing(app, client,
         assert row.size_bytes != 1
         session.rollback()
     assert client.get(f"{url}/context").content == content
+
+
+def test_a_look_up_with_a_value_read_along_on_a_table_that_reads_none_says_so(app):
+    with (
+        app.state.database.write_session() as session,
+        pytest.raises(TypeError, match="SaveRepository reads nothing along its rows"),
+    ):
+        SaveRepository(session).locked_with(1, 1)
