@@ -19,7 +19,7 @@ from app.core.errors import NotFound
 from app.formats import agent_memory, jsondoc
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import FILENAMES, MemoryKind
-from app.formats.errors import MalformedDocument
+from app.formats.errors import MalformedDocument, TooManyFaults
 from app.projects.service import project_id
 from app.storage.writes import Write
 
@@ -170,7 +170,10 @@ def _cached(snapshot: AgentSnapshot | None, agent: str) -> tuple[Any, str | None
         document = jsondoc.load(snapshot.content)
     except MalformedDocument:
         return None, "the cached snapshot is not well-formed JSON"
-    faults = snapshot_format.faults(document, agent)
+    try:
+        faults = snapshot_format.faults(document, agent)
+    except TooManyFaults as many:
+        faults = [*many.errors, ("", "and more")]
     if faults:
         listed = "; ".join(f"{path or '/'}: {message}" for path, message in faults)
         return document, f"the cached snapshot is invalid ({listed})"

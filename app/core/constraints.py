@@ -15,6 +15,12 @@ from app.formats import jsondoc
 # The largest page of any list.
 MAX_LIMIT = 500
 
+# The most entries a list in a request may hold (a handover's critical points, a key's scopes,
+# an MCP tool's items). Pydantic reports every wrong entry, and listing a million of them (a
+# 3 MB body of zeros where names go) cost 12 s of CPU and 1.2 GB (2026-11-27); past this
+# many, it stops at the first entry over.
+MAX_LIST_ITEMS = 10_000
+
 # The one pattern every name in a path (project, agent, run, feature, bead, tenant) obeys.
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IDENTIFIER_RULE = (

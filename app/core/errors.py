@@ -30,7 +30,7 @@ from starlette.routing import Match
 
 from app.core.json import dumps
 from app.core.migrations import current_revision, not_migrated_reason
-from app.formats.errors import FormatError, MalformedDocument
+from app.formats.errors import MAX_LISTED, FormatError, MalformedDocument
 from app.formats.jsondoc import pointer as json_pointer
 from app.redaction import redact_pointer, redact_value
 
@@ -61,7 +61,12 @@ class Problem(Exception):
     ) -> None:
         super().__init__(detail)
         self.detail = detail
-        self.errors = list(errors)
+        # At most ``MAX_LISTED``, as a codec lists them: the rest are said to be there. (A
+        # body of a million wrong values in one array gave pydantic's million errors.)
+        listed = list(errors)
+        if len(listed) > MAX_LISTED:
+            extensions["errors_truncated"] = True
+        self.errors = listed[:MAX_LISTED]
         self.headers = headers or {}
         self.extensions = extensions
 
@@ -323,7 +328,10 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, FormatError)
         problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
         errors = [FieldError(path, message) for path, message in exc.errors]
-        return problem_response(problem_class(exc.message, errors=errors), request)
+        problem = problem_class(exc.message, errors=errors)
+        if exc.more:
+            problem.extensions["errors_truncated"] = True
+        return problem_response(problem, request)
 
     async def on_integrity(request: Request, exc: Exception) -> Response:
         # A unique or foreign key constraint lost a race with another writer.

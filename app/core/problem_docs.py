@@ -16,6 +16,7 @@ from typing import Any
 
 from app.core import errors
 from app.core.errors import PROBLEM_MEDIA_TYPE
+from app.formats.errors import MAX_LISTED
 
 PROBLEM_SCHEMA: dict[str, Any] = {
     "title": "Problem",
@@ -37,6 +38,12 @@ PROBLEM_SCHEMA: dict[str, Any] = {
                 "required": ["path", "message"],
                 "properties": {"path": {"type": "string"}, "message": {"type": "string"}},
             },
+            "maxItems": MAX_LISTED,
+        },
+        "errors_truncated": {
+            "type": "boolean",
+            "description": f"Present, true, when there are more faults than the first "
+            f"{MAX_LISTED} `errors` lists (the check stopped there).",
         },
     },
 }

@@ -3,7 +3,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
-from app.core.constraints import IDENTIFIER_PATTERN
+from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS
 from app.formats import feature_context, jsondoc, timestamps
 
 # What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
@@ -50,8 +50,8 @@ class HandoverCreate(BaseModel):
     to_agent: AgentName
     task_completed: str
     message: str
-    critical_points: list[str] = Field(default_factory=list)
-    artifacts_created: list[str] = Field(default_factory=list)
+    critical_points: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    artifacts_created: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
 
 
 class HandoverAppended(BaseModel):
@@ -74,7 +74,7 @@ class ReviewCreate(BaseModel):
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )
     outcome: feature_context.ReviewOutcome
-    rejecting_agents: list[str] = Field(default_factory=list)
+    rejecting_agents: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
     issues_count: StrictInt = Field(default=0, ge=0, le=jsondoc.INT64_MAX)
 
 

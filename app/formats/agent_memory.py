@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.formats import jsondoc
-from app.formats.errors import InvalidDocument, MalformedDocument
+from app.formats.errors import Faults, InvalidDocument, MalformedDocument
 from app.formats.working_context_snapshot import is_integer, is_number
 
 NDJSON_MEDIA_TYPE = "application/x-ndjson"
@@ -145,11 +145,9 @@ def parse(raw: bytes, media_type: str | None, kind: MemoryKind) -> list[dict[str
         prefix = None if isinstance(document, list) else ()
     if not items:
         raise InvalidDocument("There is nothing to append.", [("", "no items")])
-    faults = [
-        fault
-        for index, item in enumerate(items)
-        for fault in item_faults(kind, item, *((index,) if prefix is None else prefix))
-    ]
+    faults = Faults()
+    for index, item in enumerate(items):
+        faults.extend(item_faults(kind, item, *((index,) if prefix is None else prefix)))
     if faults:
         raise InvalidDocument(f"The {kind.value} items are not valid.", faults)
     return items

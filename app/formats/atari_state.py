@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from app.formats import parts
-from app.formats.errors import FormatError, InvalidDocument, MalformedDocument
+from app.formats.errors import Faults, FormatError, InvalidDocument, MalformedDocument, Notes
 from app.formats.jsondoc import INT64, pointer
 
 CURRENT_VERSION = 2
@@ -214,8 +214,8 @@ class _Reader:
     def __init__(self, *, zero_missing: bool, version: int) -> None:
         self.zero_missing = zero_missing
         self.version = version
-        self.errors: list[tuple[str, str]] = []
-        self.notes: list[Note] = []
+        self.errors = Faults()
+        self.notes: Notes[Note] = Notes()
 
     def fault(self, path: str, message: str) -> None:
         self.errors.append((path, message))
@@ -353,7 +353,7 @@ def _fresh(value: Any) -> Any:
     return {} if isinstance(value, dict) else value
 
 
-def read(document: Any, *, zero_missing: bool = False) -> tuple[dict[str, Any], list[Note]]:
+def read(document: Any, *, zero_missing: bool = False) -> tuple[dict[str, Any], Notes[Note]]:
     """Check a decoded document against the struct; any version number is accepted here.
 
     ``zero_missing`` reads as Go does, a missing or null field taking its zero value (each one
@@ -375,7 +375,7 @@ def _version_of(document: Any) -> int:
     return 0
 
 
-def parse(raw: bytes) -> tuple[dict[str, Any], list[Note]]:
+def parse(raw: bytes) -> tuple[dict[str, Any], Notes[Note]]:
     """A state document of a version this store understands (1 or 2), strictly."""
     state, notes = read(decode(raw))
     if state["version"] not in KNOWN_VERSIONS:
@@ -416,7 +416,7 @@ class Loaded:
     state: dict[str, Any]
     reason: str
     file_version: int | None
-    notes: list[Note]
+    notes: Notes[Note]
 
 
 def load(raw: bytes, now: datetime) -> Loaded:
@@ -426,7 +426,9 @@ def load(raw: bytes, now: datetime) -> Loaded:
     try:
         state, notes = read(decode(raw), zero_missing=True)
     except FormatError as exc:
-        faults = [Note(path, message) for path, message in exc.errors]
+        faults: Notes[Note] = Notes()
+        faults.extend(Note(path, message) for path, message in exc.errors)
+        faults.more = exc.more
         return Loaded("reset", fresh(now), f"unreadable: {exc.message}", None, faults)
     version = state["version"]
     if version == CURRENT_VERSION:
@@ -434,7 +436,7 @@ def load(raw: bytes, now: datetime) -> Loaded:
     if version == 1:
         return Loaded("migrated", migrate(state), "version 1, migrated to 2", version, notes)
     reason = "no version (0)" if version == 0 else f"version {version} is not 1 or 2"
-    return Loaded("reset", fresh(now), reason, version, [])
+    return Loaded("reset", fresh(now), reason, version, Notes())
 
 
 def go_time(moment: datetime) -> str:

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from app.formats import jsondoc, parts
-from app.formats.errors import InvalidDocument
+from app.formats.errors import Faults, InvalidDocument
 from app.formats.timestamps import parse_iso8601
 
 FILENAME = "context.json"
@@ -171,8 +171,8 @@ BREAKER_FIELDS: dict[str, tuple[bool, Check, str]] = {
 }
 
 
-class _Faults(list[tuple[str, str]]):
-    """The ``(JSON Pointer, message)`` list of everything wrong with a document."""
+class _Faults(Faults):
+    """What is wrong with a feature context, with the checks each part takes."""
 
     def object_at(self, value: Any, *path: str | int) -> bool:
         if isinstance(value, dict):

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.formats import jsondoc
-from app.formats.errors import InvalidDocument
+from app.formats.errors import InvalidDocument, Notes
 from app.formats.timestamps import parse_iso8601
 
 VERSION = "1.0"
@@ -201,7 +201,7 @@ def _apply(
     path: tuple[str, ...],
     root: dict[str, Any],
     now: datetime,
-    warnings: list[FieldWarning],
+    warnings: Notes[FieldWarning],
 ) -> None:
     for name, child in spec.children.items():
         where = jsondoc.pointer(*path, name)
@@ -229,7 +229,7 @@ def _apply(
                     )
 
 
-def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], list[FieldWarning]]:
+def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], Notes[FieldWarning]]:
     """A save document with every documented field present and valid, and what was filled."""
     document = jsondoc.load(raw)
     if not isinstance(document, dict):
@@ -240,7 +240,7 @@ def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], list[FieldWarning]
             f"Save format version {version!r} is not supported; this service reads {VERSION!r}.",
             [("/version", f"must be {VERSION!r}")],
         )
-    warnings: list[FieldWarning] = []
+    warnings: Notes[FieldWarning] = Notes()
     _apply(SCHEMA, document, (), document, now, warnings)
     return document, warnings
 

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, overload
 
 from app.formats import jsondoc
-from app.formats.errors import InvalidDocument
+from app.formats.errors import Faults, InvalidDocument
 
 
 class Style(StrEnum):
@@ -249,7 +249,7 @@ def parse_items(raw: bytes, kind: ItemKind) -> tuple[list[dict[str, Any]], Style
     document = jsondoc.load(raw)
     if not isinstance(document, list):
         raise InvalidDocument("A project memory list file is a JSON array.", [("", "not an array")])
-    faults: list[tuple[str, str]] = []
+    faults = Faults()
     first_index: dict[str, int] = {}
     for index, item in enumerate(document):
         item_faults = check_item(item, kind, (index,))

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from app.formats import jsondoc
-from app.formats.errors import InvalidDocument
+from app.formats.errors import Faults, InvalidDocument
 
 SCHEMA_VERSION = 1
 FILENAME = "working_context_snapshot.json"
@@ -88,11 +88,10 @@ def _tool_payload_faults(payload: Any, *path: str | int) -> list[Fault]:
         calls = payload["tool_calls"]
         if not isinstance(calls, list):
             return [(jsondoc.pointer(*path, "tool_calls"), "must be an array")]
-        return [
-            fault
-            for index, call in enumerate(calls)
-            for fault in _tool_call_faults(call, *path, "tool_calls", index)
-        ]
+        found = Faults()
+        for index, call in enumerate(calls):
+            found.extend(_tool_call_faults(call, *path, "tool_calls", index))
+        return found
     if "tool_call_id" not in payload:
         return [(jsondoc.pointer(*path), "must hold either tool_calls or a tool result")]
     faults = _missing_keys(payload, TOOL_RESULT_KEYS, *path)
@@ -143,10 +142,12 @@ def _header_faults(document: dict[str, Any], agent_id: str) -> list[Fault]:
 
 
 def faults(document: Any, agent_id: str) -> list[Fault]:
-    """Everything that keeps ``document`` from being a valid cache for ``agent_id``."""
+    """Everything that keeps ``document`` from being a valid cache for ``agent_id``; past
+    ``MAX_LISTED`` of them, ``TooManyFaults`` with the first."""
     if not isinstance(document, dict):
         return [("", "a working context snapshot is a JSON object")]
-    found = _header_faults(document, agent_id)
+    found = Faults()
+    found.extend(_header_faults(document, agent_id))
     messages = document.get("messages", [])
     if not isinstance(messages, list):
         return [*found, ("/messages", "must be an array")]

@@ -2,7 +2,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.core.constraints import StorableStr
+from app.core.constraints import MAX_LIST_ITEMS, StorableStr
 from app.core.security import Scope
 
 
@@ -11,7 +11,9 @@ class ApiKeyCreate(BaseModel):
     # than silently ignored.
     model_config = ConfigDict(extra="forbid")
 
-    scopes: list[Scope] = Field(min_length=1, examples=[["read", "write"]])
+    scopes: list[Scope] = Field(
+        min_length=1, max_length=MAX_LIST_ITEMS, examples=[["read", "write"]]
+    )
     name: StorableStr | None = Field(
         default=None, max_length=200, description="A label for people."
     )

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from app.agents.schemas import AppendReceipt, MemoryFile, RestoreResult, SnapshotReceipt
 from app.client import AsyncContextStoreClient, Document
-from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE, MAX_LIST_ITEMS
 from app.core.schemas import Page
 from app.features.schemas import BreakerChange, HandoverAppended, HandoverItem
 from app.formats.feature_context import ReviewOutcome
@@ -54,6 +54,7 @@ IdempotencyKey = Annotated[
 Cursor = Annotated[str | None, Field(description="`next_cursor` of the previous page.")]
 Limit = Annotated[int | None, Field(description="Items per page (1 to 500; default 50).")]
 ItemKind = Literal["decisions", "failures", "constraints"]
+Strings = Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)]
 
 
 class StoredFile(BaseModel):
@@ -194,7 +195,10 @@ class StoreTools:
         memory: Annotated[MemoryFile, Field(description="Which memory file to append to.")],
         items: Annotated[
             list[dict[str, Any]],
-            Field(description="The items, in order, as autobyteus writes them (one a line)."),
+            Field(
+                description="The items, in order, as autobyteus writes them (one a line).",
+                max_length=MAX_LIST_ITEMS,
+            ),
         ],
         idempotency_key: IdempotencyKey = None,
     ) -> AppendReceipt:
@@ -291,8 +295,8 @@ class StoreTools:
         to_agent: Annotated[str, Field(description="The agent taking over.")],
         task_completed: Annotated[str, Field(description="What was finished.")],
         message: Annotated[str, Field(description="What the next agent needs to know.")],
-        critical_points: list[str] | None = None,
-        artifacts_created: list[str] | None = None,
+        critical_points: Strings | None = None,
+        artifacts_created: Strings | None = None,
         idempotency_key: IdempotencyKey = None,
     ) -> HandoverAppended:
         """Hand a feature over to another agent: appends a note to its handover history."""
@@ -317,7 +321,7 @@ class StoreTools:
         feature: Name,
         phase: Annotated[str, Field(description="The phase reviewed, e.g. design or code.")],
         outcome: ReviewOutcome,
-        rejecting_agents: list[str] | None = None,
+        rejecting_agents: Strings | None = None,
         issues_count: int = 0,
         idempotency_key: IdempotencyKey = None,
     ) -> BreakerChange:

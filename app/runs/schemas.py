@@ -12,8 +12,9 @@ from pydantic import (
     model_validator,
 )
 
-from app.core.constraints import IDENTIFIER_PATTERN, StorableStr
+from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS, StorableStr
 from app.formats.atari_state import LoadOutcome, is_rfc3339, is_text
+from app.formats.errors import MAX_LISTED
 from app.formats.jsondoc import INT64_MAX
 
 
@@ -55,7 +56,11 @@ class RunSummary(BaseModel):
 class StateReceipt(RunSummary):
     notices: list[Notice] = Field(
         description="Null or empty `omitempty` fields dropped, as atari's writer drops them; "
-        "a missing or null `stalled_at` in version 2, written as Go's zero time."
+        f"a missing or null `stalled_at` in version 2, written as Go's zero time: the first "
+        f"{MAX_LISTED}."
+    )
+    notices_truncated: bool = Field(
+        default=False, description=f"There were more notices than the {MAX_LISTED} listed."
     )
 
 
@@ -66,7 +71,10 @@ class LoadResult(BaseModel):
     backup_size: int | None = Field(description="Bytes set aside as the backup on a reset.")
     notices: list[Notice] = Field(
         description="Zero values filled in and empty fields dropped (stored, migrated), or "
-        "why the file could not be read (reset)."
+        f"why the file could not be read (reset): the first {MAX_LISTED}."
+    )
+    notices_truncated: bool = Field(
+        default=False, description=f"There were more notices than the {MAX_LISTED} listed."
     )
     state: RunSummary
 
@@ -134,7 +142,7 @@ class StatePatch(BaseModel):
     stall_reason: Text | None = None
     stalled_at: str | None = None
     stall_type: Text | None = None
-    created_beads: list[Text] | None = None
+    created_beads: Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)] | None = None
 
     _stalled_at = field_validator("stalled_at")(_rfc3339)
 

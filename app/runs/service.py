@@ -21,6 +21,7 @@ from app.core.db import utcnow
 from app.core.documents import Download, changed_parts_columns, parted_columns, whole_content
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state, jsondoc, parts
+from app.formats.errors import Notes
 from app.projects.service import project_id
 from app.redaction import redact_pointer, redact_value
 from app.runs.models import RunState, bead_key
@@ -55,7 +56,7 @@ def summary(row: RunState) -> RunSummary:
     )
 
 
-def _notices(notes: list[atari_state.Note]) -> list[Notice]:
+def _notices(notes: Notes[atari_state.Note]) -> list[Notice]:
     # A note may quote a key the client sent: never a secret in it.
     return [
         Notice(path=redact_pointer(note.path), message=redact_value(note.message)) for note in notes
@@ -198,7 +199,7 @@ class PreparedState:
     """A state document parsed, redacted and rendered, and what its parse noted."""
 
     rendered: RenderedState
-    notes: list[atari_state.Note]
+    notes: Notes[atari_state.Note]
 
 
 def prepare_state(raw: bytes) -> PreparedState:
@@ -213,7 +214,11 @@ def put_state(
     row = write.locked(RunRepository(write.sessions), run, precondition=precondition)
     created = row is None
     row = _store(write, row or _new_run(write, run), prepared.rendered)
-    return StateReceipt(**summary(row).model_dump(), notices=_notices(prepared.notes)), created
+    notices = _notices(prepared.notes)
+    receipt = StateReceipt(
+        **summary(row).model_dump(), notices=notices, notices_truncated=prepared.notes.more
+    )
+    return receipt, created
 
 
 def prepare_backup(raw: bytes) -> bytes:
@@ -256,6 +261,7 @@ def store_load(write: Write, run: str, prepared: PreparedLoad) -> LoadResult:
         file_version=loaded.file_version,
         backup_size=len(prepared.backup) if prepared.backup is not None else None,
         notices=_notices(loaded.notes),
+        notices_truncated=loaded.notes.more,
         state=summary(row),
     )
 

@@ -4,6 +4,7 @@ from typing import Any
 from pydantic import BaseModel, Field, StrictInt
 
 from app.formats import jsondoc
+from app.formats.errors import MAX_LISTED
 
 
 class SaveWarning(BaseModel):
@@ -22,10 +23,20 @@ class SaveReceipt(BaseModel):
     filename: str
     timestamp: str = Field(description="The save's own `timestamp`, as written.")
     size_bytes: int
-    warnings: list[SaveWarning]
+    warnings: list[SaveWarning] = Field(
+        description=f"Each field missing or invalid, and the default used: the first {MAX_LISTED}."
+    )
+    warnings_truncated: bool = Field(
+        default=False, description=f"There were more warnings than the {MAX_LISTED} listed."
+    )
     redactions: dict[str, int] = Field(description="Secrets replaced before storage, by kind.")
     redacted: list[RedactedSite] = Field(
-        description="Where the secrets were: each string or key, by kind (`[REDACTED:<kind>]`)."
+        description="Where the secrets were: each string or key, by kind (`[REDACTED:<kind>]`); "
+        f"the first {MAX_LISTED}."
+    )
+    redacted_truncated: bool = Field(
+        default=False,
+        description=f"Secrets were found in more places than the {MAX_LISTED} listed.",
     )
     pruned: int = Field(description="Older saves deleted because this one completed every phase.")
 

@@ -12,6 +12,7 @@ from app.core.documents import Download
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
+from app.formats.errors import MAX_LISTED, Notes
 from app.projects.repository import ProjectRepository
 from app.projects.service import project_id
 from app.redaction import Redactions, redact_pointer, redact_value
@@ -34,7 +35,7 @@ class PreparedSave:
 
     filename: str
     document: dict[str, Any]
-    warnings: list[mdan_save.FieldWarning]
+    warnings: Notes[mdan_save.FieldWarning]
     redactions: Redactions
     summary: mdan_save.Summary
     # The save's row's columns of its file (``_rendered``).
@@ -112,6 +113,7 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
     # Seed 000: "Delete old saves after successful completion".
     completed = auto_prune and summary.all_phases_complete
     pruned = _delete_before(write, (summary.timestamp, number)) if completed else 0
+    sites = prepared.redactions.listing()
     receipt = SaveReceipt(
         id=number,
         filename=prepared.filename,
@@ -122,8 +124,10 @@ def store_save(write: Write, prepared: PreparedSave, *, auto_prune: bool) -> Sto
             SaveWarning(path=redact_pointer(w.path), message=redact_value(w.message))
             for w in (*prepared.warnings, *prepared.summary.unlisted)
         ],
+        warnings_truncated=prepared.warnings.more,
         redactions=prepared.redactions.by_kind(),
-        redacted=[RedactedSite.model_validate(site) for site in prepared.redactions.listing()],
+        redacted=[RedactedSite.model_validate(site) for site in sites[:MAX_LISTED]],
+        redacted_truncated=len(sites) > MAX_LISTED,
         pruned=pruned,
     )
     return Stored(receipt=receipt, etag=prepared.file["etag"])

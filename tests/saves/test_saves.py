@@ -24,8 +24,10 @@ def test_the_seed_example_round_trips_byte_for_byte(client, project):
         "timestamp": "2024-01-15T10:23:45Z",
         "size_bytes": len(python_indent2(seed_save())),
         "warnings": [],
+        "warnings_truncated": False,
         "redactions": {},
         "redacted": [],
+        "redacted_truncated": False,
         "pruned": 0,
     }
     assert receipt.headers["location"] == _url(project, f"/{body['id']}")
