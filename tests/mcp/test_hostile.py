@@ -185,6 +185,41 @@ def test_a_rejected_argument_is_not_echoed(app, client, name, arguments):
 
 
 @pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        (
+            "append_agent_memory",
+            {"project": "p", "agent": "a", "memory": "raw-traces", "items": [0] * 20_000},
+        ),
+        (
+            "append_agent_memory",
+            {"project": "p", "agent": "a", "memory": "raw-traces", "items": [{}] * 20_000},
+        ),
+        (
+            "add_handover",
+            {
+                "project": "p",
+                "feature": "f",
+                "from_agent": "a",
+                "to_agent": "b",
+                "task_completed": "t",
+                "message": "m",
+                "critical_points": [0] * 20_000,
+            },
+        ),
+    ],
+    ids=["items not objects", "items empty", "points not strings"],
+)
+def test_a_flood_of_wrong_entries_is_answered_with_the_first(app, client, name, arguments):
+    """Each wrong entry was one line of the tool's error (pydantic's, or the problem's faults),
+    and cost the server what listing it cost: the error now names a bounded few."""
+    answer = _post(app, key_of(client), "tools/call", {"name": name, "arguments": arguments})
+    result = answer["result"]
+    assert result["isError"], answer
+    assert len(result["content"][0]["text"]) < 16 * 1024, result["content"][0]["text"][:500]
+
+
+@pytest.mark.parametrize(
     "path",
     [
         "features/none/context.json",
