@@ -234,6 +234,28 @@ def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
     return found
 
 
+def holds_a_head(data: bytes) -> bool:
+    """Whether the gate finds the head of any pattern in ``data`` (UTF-8).
+
+    In JSON whose only escapes are quotes (``\\"``), no head means nothing for
+    ``redact_document`` to redact. Every other character of a string stands as it is in the
+    text, and no head matches across a quote but the ones that allow a backslash before it
+    (``password``, ``basic_auth``): so no text holds a head. And no key names a secret: a key
+    is followed by its quote and colon, which the ``password`` head matches after the name."""
+
+    def on_match(_kind: int, _start: int, _end: int, _flags: int, _context: object) -> bool:
+        return True  # the first is enough: the scan stops (ScanTerminated)
+
+    scratch = getattr(_scratch, "space", None)
+    if scratch is None:
+        scratch = _scratch.space = _GATE.scratch.clone()
+    try:
+        _GATE.scan(data, match_event_handler=on_match, scratch=scratch)
+    except hyperscan.ScanTerminated:
+        return True
+    return False
+
+
 def _redact_found(text: str, kinds: set[str], counts: Counter[str]) -> str:
     """``text`` through the patterns of the kinds the gate found in it, most specific first.
     Once one has replaced something the text is no longer what the gate saw: every later

@@ -11,6 +11,7 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import Turns
 from app.core.pagination import Cursor, Limit
+from app.core.redaction import answer_without_secrets
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
@@ -124,6 +125,9 @@ def import_archive(
 
 
 def _answer(session: Session, report: ArchiveReport, idempotency: Idempotency | None) -> Response:
-    """The import's report, remembered under its Idempotency-Key with the last writes."""
+    """The import's report, remembered under its Idempotency-Key with the last writes. It
+    names members by their paths, which the client chose: redacted either way."""
     response = FastJSONResponse(report.model_dump(mode="json"))
-    return response if idempotency is None else idempotency.record_in(session, response)
+    if idempotency is None:
+        return answer_without_secrets(response)
+    return idempotency.record_in(session, response)

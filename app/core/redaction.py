@@ -10,9 +10,11 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 from starlette.datastructures import MutableHeaders
+from starlette.responses import Response
 
+from app.core.json import dumps
 from app.formats import jsondoc
-from app.redaction import Redactions, redact_document
+from app.redaction import Redactions, holds_a_head, redact_document
 
 HEADER = "Redactions"
 # A header, not a body: bounded. The counts by kind are always whole; the sites are the first.
@@ -64,6 +66,29 @@ def bytes_for_storage(raw: bytes) -> bytes:
         return raw
     # Written as Python tools write JSON files: two-space indents, ASCII.
     return jsondoc.dumps_indent2(document)
+
+
+def answer_without_secrets(response: Response) -> Response:
+    """A write's JSON answer, with any secret it quotes redacted (in place): a receipt may
+    quote what the client sent (a file's reason to be unreadable, an archive member's path)."""
+    if not _enabled.get() or not response.headers.get("content-type", "").startswith(
+        "application/json"
+    ):
+        return response
+    # bytes() of a bytes object is that object; Starlette types a body as bytes or memoryview.
+    body = bytes(response.body)
+    # The answer as sent: a receipt's JSON is walked only when a scan of its bytes cannot tell
+    # (an escape other than a quote's in it, or a head found); the walk cost a decision's
+    # receipt 15-25 µs of CPU, the scan 2-3.
+    only_quotes_escaped = body.count(b"\\") == body.count(b'\\"')
+    if only_quotes_escaped and not holds_a_head(body):
+        return response
+    found = Redactions()
+    document = redact_document(json.loads(body), found)
+    if found:
+        response.body = dumps(document)
+        response.headers["content-length"] = str(len(response.body))
+    return response
 
 
 def header_value(redactions: Redactions) -> str:

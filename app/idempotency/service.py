@@ -14,7 +14,6 @@ transaction: the row is still written once, with the final response.
 
 import hashlib
 import hmac
-import json
 from datetime import timedelta
 from typing import Annotated
 
@@ -26,11 +25,9 @@ from app.core import redaction
 from app.core.db import utcnow
 from app.core.deps import Writer, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
-from app.core.json import dumps
 from app.core.security import Principal
 from app.idempotency.models import IdempotencyRecord
 from app.idempotency.repository import IdempotencyRepository
-from app.redaction import Redactions, redact_document
 
 # Headers a replay must repeat for the client to see the same response.
 REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition", "redactions")
@@ -129,21 +126,13 @@ class Idempotency:
 
 
 def _redacted(response: Response) -> Response:
-    """The response to remember, with no secret in it (a receipt may quote what the client
-    sent); the first answer is the same as its replays. Its redactions header goes with it."""
+    """The response to remember, with no secret in it; the first answer is the same as its
+    replays. Its redactions header goes with it."""
     if not redaction.enabled():
         return response
     if (header := redaction.collected_header()) is not None:
         response.headers.setdefault(redaction.HEADER, header)
-    if not response.headers.get("content-type", "").startswith("application/json"):
-        return response
-    found = Redactions()
-    # bytes() of a bytes object is that object; Starlette types a body as bytes or memoryview.
-    document = redact_document(json.loads(bytes(response.body)), found)
-    if found:
-        response.body = dumps(document)
-        response.headers["content-length"] = str(len(response.body))
-    return response
+    return redaction.answer_without_secrets(response)
 
 
 IdempotencyKey = Annotated[

@@ -29,6 +29,7 @@ from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
 from app.core.parameters import BodyReader, ParameterReader, validation_failed
+from app.core.redaction import answer_without_secrets
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -275,9 +276,13 @@ class WriteRoute(ContextStoreRoute):
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
             if write_turn_bytes is None or received_size(request) > write_turn_bytes:
-                return await run_in_threadpool(run)
-            project = (principal.tenant, request.path_params["project"])
-            return await database.write_turns.run(project, run)
+                response = await run_in_threadpool(run)
+            else:
+                project = (principal.tenant, request.path_params["project"])
+                response = await database.write_turns.run(project, run)
+            # Whether or not the request had an Idempotency-Key (whose answer is remembered
+            # redacted): the first answer is the same either way.
+            return answer_without_secrets(response)
 
         handing_writes.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature, which FastAPI calls
             parameters=[

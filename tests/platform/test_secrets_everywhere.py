@@ -377,3 +377,37 @@ def test_a_problem_never_quotes_a_secret_in_its_errors(client, project, caplog, 
     problem = assert_problem(refused, 422)
     assert problem["errors"], problem
     _assert_nowhere(sensitive, {"problem": [refused.text], "logs": _logs(caplog, first_record)})
+
+
+@pytest.mark.parametrize("kind", ["api_key", "url_credentials"])
+def test_a_load_never_quotes_a_secret_in_its_reason(client, project, caplog, kind):
+    """A file atari cannot read is set aside, and the answer says why, naming what it found
+    (a key written twice): without an Idempotency-Key as with one."""
+    caplog.set_level(logging.DEBUG)
+    written, sensitive = SECRETS[kind]
+    key = json.dumps(written)
+    body = f'{{"version": 2, {key}: 1, {key}: 2}}'.encode()
+    first_record = len(caplog.records)
+    loaded = client.post(
+        f"/v1/projects/{project}/runs/r1/state:load",
+        content=body,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert loaded.status_code == 200, loaded.text
+    assert loaded.json()["outcome"] == "reset"
+    _assert_nowhere(sensitive, {"answer": [loaded.text], "logs": _logs(caplog, first_record)})
+
+
+@pytest.mark.parametrize("kind", ["api_key", "cloud_access_key"])
+def test_an_archive_report_never_quotes_a_secret_in_a_member_path(client, project, kind):
+    """Members refused or skipped are reported by their path, which the client chose."""
+    written, sensitive = SECRETS[kind]
+    archive = tar_gz({f"features/{written}/context.json": b"{}", f"x/{written}": b"{}"})
+    report = client.post(
+        f"/v1/projects/{project}/archive",
+        content=archive,
+        headers={"Content-Type": "application/gzip"},
+    )
+    assert report.status_code == 200, report.text
+    assert report.json()["refused"] or report.json()["skipped"], report.text
+    _assert_nowhere(sensitive, {"answer": [report.text]})

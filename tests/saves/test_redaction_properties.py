@@ -283,3 +283,57 @@ def test_no_secret_reaches_storage_logs_or_exports(client, engine, tenant, proje
             assert not _survivors(sensitive, haystacks), f"{kind} survives in the {where_found}"
 
     check()
+
+
+# What a receipt may quote: a secret of any kind in text around it, as a value or as a key, or
+# a key that names a secret; text of any Unicode, quotes and escapes included.
+QUOTED = st.one_of(*SECRETS.values()).flatmap(
+    lambda secret: st.tuples(SURROUNDING, SURROUNDING).map(
+        lambda around: around[0] + secret[0] + around[1]
+    )
+)
+# Secrets whose own whitespace JSON escapes (a tab, a newline, a form feed, a carriage return):
+# in a receipt's bytes their head is not as in the text.
+ESCAPED = st.builds(
+    lambda head, space, tail: head.format(space=space) + tail,
+    st.sampled_from(
+        [
+            "Bearer{space}",
+            "password{space}= ",
+            "token{space}:",
+            "Authorization:{space}Basic ",
+            "aws_secret_access_key{space}=",
+            '{{"password"{space}: "',
+        ]
+    ),
+    st.sampled_from(["\t", "\n", "\f", "\r", "\x0b"]),
+    _chars(B64, 20, 30),
+)
+ANSWER_TEXT = st.one_of(QUOTED, ESCAPED, st.text(max_size=40), st.just('"quoted" \\ back'))
+ANSWER_KEYS = st.one_of(
+    st.text(max_size=20),
+    QUOTED,
+    st.sampled_from(["password", "db_password", "GITHUB_TOKEN", "X-Api-Key", "client.secret"]),
+)
+ANSWERS = st.fixed_dictionaries(
+    {
+        "text": ANSWER_TEXT,
+        "number": st.integers(),
+        "listed": st.lists(ANSWER_TEXT, max_size=4),
+        "keyed": st.dictionaries(ANSWER_KEYS, st.one_of(ANSWER_TEXT, st.none()), max_size=4),
+    }
+)
+
+
+@settings(max_examples=300 * SOAK, deadline=None)
+@given(document=ANSWERS)
+def test_a_write_answer_is_redacted_as_its_document_would_be(document):
+    """``answer_without_secrets`` walks a receipt only when a scan of its bytes finds a head
+    or an escape other than a quote's: what it answers is what the walk alone would."""
+    from app.core.json import FastJSONResponse, dumps
+    from app.core.redaction import RequestRedactions, answer_without_secrets
+
+    with RequestRedactions(enabled=True):
+        answered = bytes(answer_without_secrets(FastJSONResponse(document)).body)
+    walked = redact_document(json.loads(dumps(document)), Redactions())
+    assert json.loads(answered) == walked
