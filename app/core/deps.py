@@ -197,7 +197,12 @@ def _known_principal(request: Request) -> Principal | None:
         return _remember(request, Principal(tenant=DEFAULT_TENANT, scopes=ALL_SCOPES))
     secret = presented_key(request.headers)
     if not secret:
-        raise Unauthenticated("An API key is required: Authorization: Bearer <key>.")
+        # Worded so that the redaction every problem's text takes leaves it whole: it reads
+        # "Authorization: <scheme> <value>" as a credential.
+        raise Unauthenticated(
+            "An API key is required: send it as a Bearer token in the Authorization header, "
+            "or in X-API-Key."
+        )
     key_hash = hash_key(secret)
     cache = principal_cache(request)
     found = cache.get(key_hash)

@@ -144,7 +144,9 @@ def _request_id_from(scope: Scope) -> str:
     for name, value in scope["headers"]:
         if name == b"x-request-id":
             candidate: str = value.decode("latin-1")
-            if SANE_REQUEST_ID.fullmatch(candidate):
+            # One that holds a secret (a key pasted into the wrong header) is neither echoed
+            # nor logged: the request gets an id of its own, as for one that is not sane.
+            if SANE_REQUEST_ID.fullmatch(candidate) and redact_value(candidate) == candidate:
                 return candidate
             break
     return uuid.uuid4().hex

@@ -20,8 +20,10 @@ from tests.platform.world import api_routes, populate, readable_state, send
 
 def test_missing_key_is_401_with_a_challenge(app: FastAPI, project):
     response = client_for(app, None).get("/v1/projects")
-    assert_problem(response, 401)
+    problem = assert_problem(response, 401)
     assert response.headers["www-authenticate"] == "Bearer"
+    # Whole: the redaction every problem takes once read its example header as a credential.
+    assert "REDACTED" not in problem["detail"] and "X-API-Key" in problem["detail"]
 
 
 def test_unknown_key_is_401(app: FastAPI):

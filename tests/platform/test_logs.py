@@ -73,7 +73,11 @@ def test_each_request_is_one_json_line_with_its_id_route_status_and_tenant(
     assert isinstance(line["duration_ms"], float) and line["duration_ms"] >= 0
 
 
-@pytest.mark.parametrize("sent", [None, "", "has space", "x" * 129, "a/b", "é"])
+@pytest.mark.parametrize(
+    "sent",
+    # The last: a key pasted into the wrong header, sane as an id, never echoed nor logged.
+    [None, "", "has space", "x" * 129, "a/b", "é", "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"],
+)
 def test_a_missing_or_odd_request_id_is_replaced_by_a_new_one(client, log_lines, sent):
     headers = {} if sent is None else {"X-Request-ID": sent.encode()}
     first = client.get("/v1/projects", headers=headers).headers["x-request-id"]
