@@ -7,12 +7,14 @@ caller's own key headers, so that a tool call is authorised, scoped to the tenan
 made idempotent and answered exactly as the REST request would be.
 """
 
+import json
 from contextvars import ContextVar
 
 import httpx
 from fastapi import FastAPI
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
@@ -21,8 +23,10 @@ from app.client import AsyncContextStoreClient
 from app.core.config import Settings
 from app.core.deps import authenticated
 from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
+from app.core.json import dumps
 from app.core.rebinding import MisdirectedRequest
 from app.mcp_server.server import ContextStoreServer, build_server
+from app.redaction import Redactions, redact_document
 
 PATH = "/mcp"
 # What a tool's request carries of the caller's: who it is, the host it named (which the
@@ -59,28 +63,57 @@ SDK_REFUSALS: dict[int, type[Problem]] = {
 }
 
 
-def _as_problems(request: Request, send: Send) -> Send:
+def _error_without_secrets(body: bytes) -> bytes:
+    """A JSON-RPC answer whose error, or tool error, may quote what the caller sent (an
+    unknown method, tool, resource or prompt name: a key pasted in the wrong place) with any
+    secret in it redacted, as every problem's text is; any other answer as it is."""
+    if b'"error"' not in body and b'"isError"' not in body:
+        return body
+    answer = json.loads(body)
+    if not isinstance(answer, dict):
+        return body
+    result = answer.get("result")
+    if "error" not in answer and not (isinstance(result, dict) and result.get("isError")):
+        return body
+    found = Redactions()
+    redacted = redact_document(answer, found)  # in place
+    return dumps(redacted) if found else body
+
+
+def _answered(request: Request, send: Send) -> Send:
     """``send``, with each of the SDK's plain-text refusals (``SDK_REFUSALS``) turned into
-    problem+json carrying its text as the detail. A JSON answer (the protocol's own errors,
-    which MCP clients read) passes as it is."""
+    problem+json carrying its text as the detail, and its JSON answers (the protocol's own
+    errors, which MCP clients read, and its results) sent whole, an error's text redacted."""
     refusal: type[Problem] | None = None
-    text = bytearray()
+    start: Message | None = None
+    body = bytearray()
 
     async def sending(message: Message) -> None:
-        nonlocal refusal
+        nonlocal refusal, start
         if message["type"] == "http.response.start":
             headers = dict(message.get("headers", []))
             if b"json" not in headers.get(b"content-type", b""):
                 refusal = SDK_REFUSALS.get(message["status"])
-        if refusal is None:
+                if refusal is None:
+                    await send(message)
+                return
+            start = message  # held until the body shows whether it is an error
+            return
+        if message["type"] != "http.response.body" or (refusal is None and start is None):
             await send(message)
             return
-        if message["type"] != "http.response.body":
-            return  # the start of the plain answer, held back and replaced
-        text.extend(message.get("body", b""))
-        if not message.get("more_body", False):
-            problem = refusal(text.decode("utf-8", errors="replace"))
+        body.extend(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        if refusal is not None:
+            problem = refusal(body.decode("utf-8", errors="replace"))
             await problem_response(problem, request)(request.scope, request.receive, send)
+            return
+        assert start is not None
+        answer = _error_without_secrets(bytes(body))
+        MutableHeaders(scope=start)["content-length"] = str(len(answer))
+        await send(start)
+        await send({"type": "http.response.body", "body": answer, "more_body": False})
 
     return sending
 
@@ -118,7 +151,7 @@ class McpEndpoint:
         try:
             manager = self._manager()
             async with manager.run():
-                await manager.handle_request(scope, receive, _as_problems(request, send))
+                await manager.handle_request(scope, receive, _answered(request, send))
         finally:
             _caller.reset(token)
 

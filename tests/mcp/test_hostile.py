@@ -3,6 +3,7 @@ JSON-RPC errors (never a logged traceback), two tenants at once each act as them
 with AUTH=off the tools work on the loopback address the rebinding check answers."""
 
 import base64
+import json
 import logging
 import secrets
 from typing import Any
@@ -252,3 +253,22 @@ def test_another_tenants_resource_is_not_found(app, client, other_client, projec
     answer = _post(app, key_of(other_client), "resources/read", {"uri": uri})
     assert answer["error"]["code"] == INVALID_PARAMS, answer
     assert uri in answer["error"]["message"] and "404" in answer["error"]["message"], answer
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        (SECRET, {}),
+        ("tools/call", {"name": SECRET, "arguments": {}}),
+        ("resources/read", {"uri": SECRET}),
+        ("prompts/get", {"name": SECRET}),
+        ("resources/read", {"uri": f"context-store://p/{SECRET}"}),
+    ],
+    ids=["method", "tool", "uri", "prompt", "path in a uri"],
+)
+def test_an_unknown_name_is_never_echoed_with_a_secret_in_it(app, client, method, params):
+    """The SDK's errors name the method, tool, resource or prompt that was not found: a key
+    pasted there is redacted, as in every problem."""
+    answer = _post(app, key_of(client), method, params)
+    assert "error" in answer or answer["result"].get("isError"), answer
+    assert "Zq7Wk2" not in json.dumps(answer), answer
