@@ -21,19 +21,31 @@ class HeadTooLarge(Problem):
     status, slug = 431, "request-header-fields-too-large"
 
 
+class MalformedRequest(Problem):
+    status, slug = 400, "malformed-request"
+
+
+class _HeadOverLimit(Exception):
+    """Raised in the parser's callback for a head over the limit that arrived whole: the
+    parser stops there, and uvicorn answers through ``send_400_response``."""
+
+
 class BoundedHeadProtocol(HttpToolsProtocol):
-    """Answers 431 (and closes) once a request's head passes ``max_head_bytes`` unfinished.
+    """Answers 431 (and closes) for a request whose head passes ``max_head_bytes``.
 
     Bytes are counted as they arrive, from the end of one request to the end of the next
-    head; the check follows the parser, so that a complete head that came in one read with
-    its body is never mistaken for a long one. What the server holds is then at most the
-    limit and one read."""
+    head, so that a head still unfinished past the limit is refused there, and what the
+    server holds is at most the limit and one read. A head that arrives whole (in one read
+    with its body, say) is measured by its parts when parsed: the request's target and each
+    header's name and value. A request httptools cannot parse gets the 400 uvicorn gives it,
+    as problem+json."""
 
     def __init__(self, *args: Any, max_head_bytes: int, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_head_bytes = max_head_bytes
         self.reading_head = True
         self.head_bytes = 0
+        self.head_over_limit = False
 
     def data_received(self, data: bytes) -> None:
         if self.reading_head:
@@ -48,6 +60,10 @@ class BoundedHeadProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self.reading_head = False
+        parts = len(self.url) + sum(len(name) + len(value) for name, value in self.headers)
+        if parts > self.max_head_bytes:
+            self.head_over_limit = True
+            raise _HeadOverLimit
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -55,21 +71,31 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self.reading_head = True
         self.head_bytes = 0
 
+    def send_400_response(self, msg: str) -> None:
+        if self.head_over_limit:
+            self._refuse_head()
+        else:
+            self._answer_and_close(MalformedRequest(msg))
+
     def _refuse_head(self) -> None:
         # Only between responses: a pipelined request's head arriving while another's
         # response is being written gets the connection closed instead.
         if self.cycle is None or self.cycle.response_complete:
-            problem = HeadTooLarge(
-                f"The request line and headers exceed {self.max_head_bytes} bytes."
+            self._answer_and_close(
+                HeadTooLarge(f"The request line and headers exceed {self.max_head_bytes} bytes.")
             )
-            body = dumps(problem.body())
-            self.transport.write(
-                STATUS_LINE[problem.status]
-                + b"content-type: application/problem+json\r\n"
-                + b"content-length: %d\r\n" % len(body)
-                + b"connection: close\r\n\r\n"
-                + body
-            )
+        else:
+            self.transport.close()
+
+    def _answer_and_close(self, problem: Problem) -> None:
+        body = dumps(problem.body())
+        self.transport.write(
+            STATUS_LINE[problem.status]
+            + b"content-type: application/problem+json\r\n"
+            + b"content-length: %d\r\n" % len(body)
+            + b"connection: close\r\n\r\n"
+            + body
+        )
         self.transport.close()
 
 

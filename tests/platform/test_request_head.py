@@ -79,3 +79,36 @@ def test_a_head_over_the_limit_is_a_431_and_the_server_goes_on(server: Server, h
 def test_a_head_within_the_limit_is_served(server: Server):
     padding = b"X-Padding: " + b"c" * (LIMIT - 1024) + b"\r\n"
     assert _status(_send_head(server, _head(padding))) == 200
+
+
+def test_a_head_over_the_limit_that_arrives_whole_is_a_431(server: Server):
+    """Sent in one piece, the head may be parsed whole within one read: it is measured by its
+    parts then (before, one of up to about twice the limit was served)."""
+    head = _head(b"X-Padding: " + b"d" * (LIMIT + 4096) + b"\r\n")
+    answer = _send_head(server, head, chunk=len(head))
+    assert _status(answer) == 431
+    assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        b"POST /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Bad: a\x01b\r\n\r\n",
+        b"get /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        b"GET /healthz HTTP/9.9\r\nHost: 127.0.0.1\r\n\r\n",
+    ],
+    ids=[
+        "a Content-Length not a number",
+        "a control byte in a header",
+        "a lowercase method",
+        "HTTP/9.9",
+    ],
+)
+def test_a_request_the_server_cannot_parse_is_a_400_problem(server: Server, request_: bytes):
+    answer = _send_head(server, request_)
+    assert _status(answer) == 400
+    head_part, _, body = answer.partition(b"\r\n\r\n")
+    assert b"content-type: application/problem+json" in head_part.lower()
+    assert json.loads(body)["type"] == "urn:context-store:problem:malformed-request"
+    assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
