@@ -32,7 +32,7 @@ from app.archive.schemas import (
     SkippedMember,
 )
 from app.core.body import decompress_body
-from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE, holds_no_secret
 from app.core.db import Database, WriteSession, session_scope
 from app.core.documents import Download
 from app.core.errors import (
@@ -43,6 +43,7 @@ from app.core.errors import (
     MalformedBody,
     NotFound,
     Problem,
+    format_problem,
 )
 from app.core.pagination import decode_position, encode_position
 from app.features import service as features
@@ -50,7 +51,7 @@ from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
 from app.formats import gzip as gzip_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE, MemoryKind
-from app.formats.errors import FormatError, MalformedDocument
+from app.formats.errors import FormatError
 from app.formats.gzip import is_gzip
 from app.formats.project_memory import ItemKind
 from app.memory import service as memory
@@ -247,19 +248,16 @@ class _Unchanged(Exception):
     """Raised in a member's savepoint to roll back a write that changed nothing."""
 
 
-def _format_problem(exc: FormatError) -> Problem:
-    # As the app's own handler renders codec errors: malformed 400, invalid 422.
-    problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
-    return problem_class(exc.message, errors=[FieldError(p, m) for p, m in exc.errors])
-
-
 def _checked_name(target: Target, parameter: str) -> str:
-    if not _IDENTIFIER.fullmatch(target.name):
+    try:
+        if not _IDENTIFIER.fullmatch(target.name):
+            raise ValueError(f"must be {IDENTIFIER_RULE}")
+        return holds_no_secret(target.name)
+    except ValueError as exc:
         raise InvalidContent(
             f"{target.name!r} is not a valid {parameter} name.",
-            errors=[FieldError(f"path.{parameter}", f"must be {IDENTIFIER_RULE}")],
-        )
-    return target.name
+            errors=[FieldError(f"path.{parameter}", str(exc))],
+        ) from None
 
 
 # Kinds whose import replaces the stored file with the member.
@@ -367,7 +365,7 @@ class Importer:
         except Skip as exc:
             self.skip(member.path, str(exc))
         except FormatError as exc:
-            self.refuse(member.path, _format_problem(exc))
+            self.refuse(member.path, format_problem(exc))
         except Problem as exc:
             self.refuse(member.path, exc)
         except IntegrityError:

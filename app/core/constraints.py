@@ -8,7 +8,7 @@ and ``params.py``.
 
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from app.formats import jsondoc
 
@@ -26,6 +26,22 @@ IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IDENTIFIER_RULE = (
     "1 to 128 characters: letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
 )
+
+
+def holds_no_secret(name: str) -> str:
+    """Refuse a name that holds a secret (a key pasted where a project's, a feature's or a
+    bead's name goes): a name is stored and shown as it is, and redacted it would be another
+    name."""
+    # Imported here: the client loads this module, and its requests need no redactor.
+    from app.redaction import redact_value
+
+    if redact_value(name) != name:
+        raise ValueError("must not hold a secret: a name is stored and shown as it is")
+    return name
+
+
+NoSecret = AfterValidator(holds_no_secret)
+"""For a name the service stores or shows (``holds_no_secret``)."""
 
 
 def storable(text: str) -> str:

@@ -199,6 +199,15 @@ def pointer(location: Sequence[str | int]) -> str:
     return ".".join(str(part) for part in location)
 
 
+def format_problem(exc: FormatError) -> Problem:
+    """A codec's refusal as a problem: malformed 400, invalid 422, each fault listed."""
+    problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
+    problem = problem_class(exc.message, errors=[FieldError(p, m) for p, m in exc.errors])
+    if exc.more:
+        problem.extensions["errors_truncated"] = True
+    return problem
+
+
 def _validation_problem(exc: RequestValidationError) -> Problem:
     errors = exc.errors()
     if any(error["type"] == "json_invalid" for error in errors):
@@ -326,12 +335,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_format(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, FormatError)
-        problem_class = MalformedBody if isinstance(exc, MalformedDocument) else InvalidContent
-        errors = [FieldError(path, message) for path, message in exc.errors]
-        problem = problem_class(exc.message, errors=errors)
-        if exc.more:
-            problem.extensions["errors_truncated"] = True
-        return problem_response(problem, request)
+        return problem_response(format_problem(exc), request)
 
     async def on_integrity(request: Request, exc: Exception) -> Response:
         # A unique or foreign key constraint lost a race with another writer.

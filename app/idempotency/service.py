@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from app.core import redaction
+from app.core.constraints import NoSecret
 from app.core.db import utcnow
 from app.core.deps import Writer, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
@@ -142,6 +143,8 @@ IdempotencyKey = Annotated[
         max_length=255,
         description="Makes a retry safe: the same key and body replay the first response.",
     ),
+    # It is stored as it is, to find the first answer by.
+    NoSecret,
 ]
 
 

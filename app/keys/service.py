@@ -11,6 +11,7 @@ from app.core.errors import NotFound
 from app.core.security import Principal, Scope, format_scopes, generate_key, hash_key
 from app.keys.models import ApiKey
 from app.keys.repository import ApiKeyRepository
+from app.redaction import redact_value
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ def create_key(
         key_hash=hash_key(secret),
         prefix=secret[:10],
         scopes=format_scopes(scopes),
-        name=name,
+        # A label for people, shown in every listing: a secret pasted into it is redacted.
+        name=None if name is None else redact_value(name),
     )
     ApiKeyRepository(session).add(record)
     return CreatedKey(record=record, secret=secret)

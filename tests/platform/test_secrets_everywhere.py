@@ -411,3 +411,52 @@ def test_an_archive_report_never_quotes_a_secret_in_a_member_path(client, projec
     assert report.status_code == 200, report.text
     assert report.json()["refused"] or report.json()["skipped"], report.text
     _assert_nowhere(sensitive, {"answer": [report.text]})
+
+
+NAMED_SECRETS = ["api_key", "cloud_access_key"]
+WRITES_CONTEXT = next(
+    content
+    for path, content in golden_workspace().items()
+    if path.startswith("features/") and path.endswith("/context.json")
+)
+
+
+@pytest.mark.parametrize("kind", NAMED_SECRETS)
+def test_a_name_that_holds_a_secret_is_refused_never_stored(client, engine, tenant, project, kind):
+    """A name is stored and shown as it is (a project's, a feature's, a bead's, an
+    Idempotency-Key): one that holds a secret is a 422, and nothing is stored under it."""
+    written, sensitive = SECRETS[kind]
+    base = f"/v1/projects/{project}"
+    decision = {"id": "dec-1", "decision": "x"}
+    assert client.post(f"{base}/memory/decisions", json={"id": "dec-0", "decision": "x"}).is_success
+    refused = [
+        client.post(f"/v1/projects/{written}/memory/decisions", json=decision),
+        client.post(f"{base}/features", json={"feature_id": written}),
+        client.post(
+            f"{base}/memory/decisions", json=decision, headers={"Idempotency-Key": written}
+        ),
+        client.get(f"{base}/memory/context", params={"feature_id": written}),
+    ]
+    archive = tar_gz({f"features/{written}/context.json": WRITES_CONTEXT})
+    report = client.post(
+        f"{base}/archive", content=archive, headers={"Content-Type": "application/gzip"}
+    )
+    for response in refused:
+        problem = assert_problem(response, 422)
+        _assert_nowhere(sensitive, {"problem": [response.text]})
+        assert problem["errors"], problem
+    assert report.status_code == 200 and not report.json()["imported"], report.text
+    _assert_nowhere(sensitive, {"report": [report.text]})
+    listed = client.get("/v1/projects").text
+    _assert_nowhere(sensitive, {"projects": [listed]})
+    _assert_nowhere(sensitive, {"database": stored_strings(engine, tenant, project)})
+
+
+@pytest.mark.parametrize("kind", NAMED_SECRETS)
+def test_a_key_label_that_holds_a_secret_is_stored_redacted(client, kind):
+    written, sensitive = SECRETS[kind]
+    created = client.post("/v1/admin/keys", json={"scopes": ["read"], "name": f"ci {written}"})
+    assert created.status_code == 201, created.text
+    _assert_nowhere(
+        sensitive, {"answer": [created.text], "listing": [client.get("/v1/admin/keys").text]}
+    )
