@@ -41,7 +41,7 @@ from app.core.config import AuthMode, Settings
 from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import create_database, session_scope
 from app.core.errors import NotFound
-from app.core.http_server import bounded_head_protocol
+from app.core.http_server import bounded_request_protocol
 from app.core.logs import configure_logging, gather_only_what_lines_show, logging_config
 from app.core.migrations import current_revision, head_revision, not_migrated_reason, upgrade
 from app.core.security import parse_scopes
@@ -105,7 +105,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         # The app logs each request itself (app/core/logs.py), with its id and tenant.
         "access_log": False,
         "timeout_graceful_shutdown": settings.shutdown_grace_seconds,
-        "http": bounded_head_protocol(settings.max_header_bytes),
+        "http": bounded_request_protocol(settings.max_header_bytes, settings.read_timeout_seconds),
     }
 
 

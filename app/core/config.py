@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # A response is sent in slices of 256 KiB (app/core/sending.py): a client that has not
     # taken a slice within this long is dropped (its export's turn and memory are freed).
     send_timeout_seconds: float = Field(default=30.0, gt=0)
+    # A request's head must arrive within this long of its first byte, and its body must not
+    # pause this long (app/core/http_server.py): else 408, or the connection closed.
+    read_timeout_seconds: float = Field(default=30.0, gt=0)
     # The DNS-rebinding check (app/core/rebinding.py): Host values (`name:port`, `name:*` for
     # any port) and Origin values (`http://name:port`) the server answers besides its own
     # address and the loopback names, comma-separated.

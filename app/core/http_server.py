@@ -1,13 +1,20 @@
-"""How `context-store serve` reads HTTP: uvicorn's httptools protocol, with a bound on a
-request's head.
+"""How `context-store serve` reads HTTP: uvicorn's httptools protocol, with bounds on what a
+client can make the server hold.
 
 httptools (llhttp) puts no limit on a request line and headers: a client may send headers for
 as long as it likes and the server holds them all (a 100 MB header took 38 s to arrive and was
 then served). uvicorn's other protocol, h11, has a limit (``h11_max_incomplete_event_size``)
 but costs 2-3x httptools' CPU per request (0.36-0.45 ms against 0.14-0.17 ms for a bare ASGI
 app, measured side by side), so the server keeps httptools and counts the head itself.
+
+Nor does uvicorn time a request's arrival: it times a connection only once a response is
+complete (keep-alive), so a connection that never sends, a head sent a byte at a time or a
+body that stops halfway held its socket and memory for good (a hostile client kept such
+connections 300 s, 2026-11-27). So a request's head must arrive within ``read_timeout`` of its
+first byte (or of the connection), and its body must not pause for that long.
 """
 
+import asyncio
 from functools import partial
 from typing import Any
 
@@ -15,6 +22,10 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from app.core.errors import Problem
 from app.core.json import dumps
+
+
+class RequestTimeout(Problem):
+    status, slug = 408, "request-timeout"
 
 
 class HeadTooLarge(Problem):
@@ -30,8 +41,10 @@ class _HeadOverLimit(Exception):
     parser stops there, and uvicorn answers through ``send_400_response``."""
 
 
-class BoundedHeadProtocol(HttpToolsProtocol):
-    """Answers 431 (and closes) for a request whose head passes ``max_head_bytes``.
+class BoundedRequestProtocol(HttpToolsProtocol):
+    """Answers 431 (and closes) for a request whose head passes ``max_head_bytes``, and 408
+    (and closes) for one whose head does not arrive within ``read_timeout``; closes a
+    connection whose request body pauses for that long.
 
     Bytes are counted as they arrive, from the end of one request to the end of the next
     head, so that a head still unfinished past the limit is refused there, and what the
@@ -40,16 +53,31 @@ class BoundedHeadProtocol(HttpToolsProtocol):
     header's name and value. A request httptools cannot parse gets the 400 uvicorn gives it,
     as problem+json."""
 
-    def __init__(self, *args: Any, max_head_bytes: int, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_head_bytes: int, read_timeout: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_head_bytes = max_head_bytes
+        self.read_timeout = read_timeout
         self.reading_head = True
         self.head_bytes = 0
         self.head_over_limit = False
+        # The head's deadline, or the body's pause (None: no request being read).
+        self.read_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._time_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timing()
+        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self.reading_head:
             self.head_bytes += len(data)
+            if self.read_timer is None:
+                self._time_reading()  # a head begins: its deadline runs from here
+        else:
+            self._time_reading()  # the body goes on: its pause starts again
         super().data_received(data)
         if (
             self.reading_head
@@ -64,12 +92,42 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         if parts > self.max_head_bytes:
             self.head_over_limit = True
             raise _HeadOverLimit
+        self._time_reading()  # the body's first pause
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
+        self._stop_timing()
         super().on_message_complete()
         self.reading_head = True
         self.head_bytes = 0
+
+    def _time_reading(self) -> None:
+        self._stop_timing()
+        self.read_timer = self.loop.call_later(self.read_timeout, self._reading_timed_out)
+
+    def _stop_timing(self) -> None:
+        if self.read_timer is not None:
+            self.read_timer.cancel()
+            self.read_timer = None
+
+    def _reading_timed_out(self) -> None:
+        self.read_timer = None
+        if self.transport.is_closing():
+            return
+        if self.reading_head:
+            # Between responses: answered. (A head pipelined behind a response still being
+            # written: the connection closed.)
+            if self.cycle is None or self.cycle.response_complete:
+                self._answer_and_close(
+                    RequestTimeout(
+                        f"The request's head did not arrive within {self.read_timeout} s."
+                    )
+                )
+            else:
+                self.transport.close()
+        else:
+            # The app is waiting for the body: it reads a disconnect.
+            self.transport.close()
 
     def send_400_response(self, msg: str) -> None:
         if self.head_over_limit:
@@ -99,6 +157,8 @@ class BoundedHeadProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bounded_head_protocol(max_head_bytes: int) -> "partial[BoundedHeadProtocol]":
+def bounded_request_protocol(
+    max_head_bytes: int, read_timeout: float
+) -> "partial[BoundedRequestProtocol]":
     """What uvicorn's ``http`` option takes: a protocol factory (it adds its own arguments)."""
-    return partial(BoundedHeadProtocol, max_head_bytes=max_head_bytes)
+    return partial(BoundedRequestProtocol, max_head_bytes=max_head_bytes, read_timeout=read_timeout)

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from app.core.config import Settings
-from tests.platform.servers import Server, running
+from tests.platform.servers import Server, create_key_in, running
 
 LIMIT = Settings().max_header_bytes
 
@@ -112,3 +112,66 @@ def test_a_request_the_server_cannot_parse_is_a_400_problem(server: Server, requ
     assert b"content-type: application/problem+json" in head_part.lower()
     assert json.loads(body)["type"] == "urn:context-store:problem:malformed-request"
     assert httpx.get(server.url + "/healthz", timeout=10).status_code == 200
+
+
+READ_TIMEOUT = 1.0
+
+
+@pytest.fixture(scope="module")
+def impatient(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    log = tmp_path_factory.mktemp("impatient") / "server.log"
+    settings = {"READ_TIMEOUT_SECONDS": str(READ_TIMEOUT)}
+    with running(database_url, log, settings) as started:
+        yield started
+
+
+def _answer_to(server: Server, sent: list[bytes], pause: float = 0.0) -> tuple[bytes, float]:
+    """What the server answered to ``sent`` (its pieces ``pause`` apart) before it closed the
+    connection, and how long after the last piece it closed it (at most 10 s is waited)."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
+        for piece in sent:
+            connection.sendall(piece)
+            time.sleep(pause)
+        last = time.monotonic()
+        received = b""
+        while True:
+            try:
+                data = connection.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+            received += data
+        return received, time.monotonic() - last
+
+
+def test_a_connection_that_sends_nothing_is_closed(impatient: Server):
+    answer, closed_after = _answer_to(impatient, [])
+    assert closed_after < 5 * READ_TIMEOUT
+    assert answer == b"" or _status(answer) == 408
+
+
+def test_a_head_that_never_ends_is_a_408(impatient: Server):
+    answer, closed_after = _answer_to(impatient, [b"GET /healthz HTTP/1.1\r\nHost: x\r\n"])
+    assert closed_after < 5 * READ_TIMEOUT
+    assert _status(answer) == 408
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["status"] == 408
+
+
+def test_a_body_that_stops_halfway_has_its_connection_closed(impatient: Server):
+    head = b"POST /v1/projects/p/memory/decisions HTTP/1.1\r\nHost: x\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    _answer, closed_after = _answer_to(impatient, [head + b'{"id": "d"'])
+    assert closed_after < 5 * READ_TIMEOUT
+
+
+def test_a_slow_body_that_keeps_coming_is_served(database_url: str, impatient: Server):
+    """The body's timeout is a pause's: bytes half a timeout apart keep it going."""
+    key = create_key_in(database_url, "impatient")
+    body = b'{"id": "dec-slow", "decision": "sent two bytes at a time"}'
+    head = b"POST /v1/projects/p/memory/decisions HTTP/1.1\r\nHost: x\r\n"
+    head += b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n" % key.encode()
+    head += b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body)
+    pieces = [head, *[body[i : i + 8] for i in range(0, len(body), 8)]]
+    answer, _closed_after = _answer_to(impatient, pieces, pause=READ_TIMEOUT / 2)
+    assert _status(answer) == 201, answer[:300]
