@@ -362,40 +362,33 @@ def test_redaction_can_be_turned_off_for_documents_but_never_for_messages(backen
 
 
 @pytest.mark.parametrize("kind", ["api_key", "url_credentials"])
-def test_a_problem_never_quotes_a_secret_in_its_errors(client, project, caplog, kind):
-    """atari refuses a key written twice, naming it in ``detail`` and in ``errors``."""
+@pytest.mark.parametrize(
+    ("method", "route", "media_type"),
+    [("PUT", "state", "application/json"), ("POST", "state:load", "application/octet-stream")],
+    ids=["stored", "loaded"],
+)
+def test_a_key_written_twice_is_never_quoted_with_its_secret(
+    client, project, caplog, kind, method, route, media_type
+):
+    """atari refuses a state with a key written twice, naming it in the problem's ``detail``
+    and ``errors``; a load sets such a file aside, and its answer's reason names it: without
+    an Idempotency-Key as with one."""
     caplog.set_level(logging.DEBUG)
     written, sensitive = SECRETS[kind]
     key = json.dumps(written)
     body = f'{{"version": 2, {key}: 1, {key}: 2}}'.encode()
     first_record = len(caplog.records)
-    refused = client.put(
-        f"/v1/projects/{project}/runs/r1/state",
+    answer = client.request(
+        method,
+        f"/v1/projects/{project}/runs/r1/{route}",
         content=body,
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": media_type},
     )
-    problem = assert_problem(refused, 422)
-    assert problem["errors"], problem
-    _assert_nowhere(sensitive, {"problem": [refused.text], "logs": _logs(caplog, first_record)})
-
-
-@pytest.mark.parametrize("kind", ["api_key", "url_credentials"])
-def test_a_load_never_quotes_a_secret_in_its_reason(client, project, caplog, kind):
-    """A file atari cannot read is set aside, and the answer says why, naming what it found
-    (a key written twice): without an Idempotency-Key as with one."""
-    caplog.set_level(logging.DEBUG)
-    written, sensitive = SECRETS[kind]
-    key = json.dumps(written)
-    body = f'{{"version": 2, {key}: 1, {key}: 2}}'.encode()
-    first_record = len(caplog.records)
-    loaded = client.post(
-        f"/v1/projects/{project}/runs/r1/state:load",
-        content=body,
-        headers={"Content-Type": "application/octet-stream"},
-    )
-    assert loaded.status_code == 200, loaded.text
-    assert loaded.json()["outcome"] == "reset"
-    _assert_nowhere(sensitive, {"answer": [loaded.text], "logs": _logs(caplog, first_record)})
+    if route == "state":
+        assert assert_problem(answer, 422)["errors"], answer.text
+    else:
+        assert answer.status_code == 200 and answer.json()["outcome"] == "reset", answer.text
+    _assert_nowhere(sensitive, {"answer": [answer.text], "logs": _logs(caplog, first_record)})
 
 
 @pytest.mark.parametrize("kind", ["api_key", "cloud_access_key"])
