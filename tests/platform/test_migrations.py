@@ -583,3 +583,37 @@ def test_0016_keeps_the_tag_of_a_save_whose_stored_file_does_not_inflate(backend
         engine.dispose()
     [warning] = [record for record in caplog.records if record.name == "alembic.migration.0016"]
     assert "save" in warning.getMessage() and "tag is kept" in warning.getMessage()
+
+
+def test_0017_writes_memory_search_entries_at_each_insert_on_postgresql(backend, tenant):
+    """PostgreSQL's full-text index keeps no pending list (an insert that filled it flushed it,
+    72-91 ms); what was pending is in the index once upgraded, found by a search as before.
+    SQLite's FTS5 table is left as it was."""
+    url = backend.new_database_url()
+    upgrade(url, "0016")
+    decision = {"id": "dec-1", "decision": "pending entries move into the index"}
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        assert client.post("/v1/projects/p/memory/decisions", json=decision).status_code == 201
+    options = text("SELECT reloptions FROM pg_class WHERE relname = 'ix_memory_items_search'")
+    postgresql = backend.name == "postgresql"
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            before = connection.execute(options).scalar() if postgresql else None
+        upgrade(url)
+        with engine.connect() as connection:
+            after = connection.execute(options).scalar() if postgresql else None
+        app = create_app(make_settings(url))
+        with TestClient(app):
+            client = client_for(app, create_key(app, tenant))
+            found = client.get("/v1/projects/p/memory/decisions", params={"q": "pending"})
+        assert [item["id"] for item in found.json()["items"]] == ["dec-1"]
+        if postgresql:
+            assert before is None and after == ["fastupdate=off"]
+            downgrade(url, "0016")
+            with engine.connect() as connection:
+                assert connection.execute(options).scalar() is None
+    finally:
+        engine.dispose()
