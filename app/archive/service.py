@@ -32,7 +32,7 @@ from app.archive.schemas import (
     SkippedMember,
 )
 from app.core.body import decompress_body
-from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE, holds_no_secret
+from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import Database, WriteSession, session_scope
 from app.core.documents import Download
 from app.core.errors import (
@@ -249,15 +249,12 @@ class _Unchanged(Exception):
 
 
 def _checked_name(target: Target, parameter: str) -> str:
-    try:
-        if not _IDENTIFIER.fullmatch(target.name):
-            raise ValueError(f"must be {IDENTIFIER_RULE}")
-        return holds_no_secret(target.name)
-    except ValueError as exc:
+    if not _IDENTIFIER.fullmatch(target.name):
         raise InvalidContent(
             f"{target.name!r} is not a valid {parameter} name.",
-            errors=[FieldError(f"path.{parameter}", str(exc))],
-        ) from None
+            errors=[FieldError(f"path.{parameter}", f"must be {IDENTIFIER_RULE}")],
+        )
+    return target.name
 
 
 # Kinds whose import replaces the stored file with the member.

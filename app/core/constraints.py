@@ -29,9 +29,11 @@ IDENTIFIER_RULE = (
 
 
 def holds_no_secret(name: str) -> str:
-    """Refuse a name that holds a secret (a key pasted where a project's, a feature's or a
-    bead's name goes): a name is stored and shown as it is, and redacted it would be another
-    name."""
+    """Refuse a value that holds a secret where it is stored and looked up as it is, so that
+    redacting it would make it another (an Idempotency-Key). Not the names of projects,
+    features or runs: the patterns also take ``sk-learn-experiments-2024`` or ``build:pass:3``
+    for secrets, which the identifier pattern has always allowed, and a stored one would
+    become unreachable."""
     # Imported here: the client loads this module, and its requests need no redactor.
     from app.redaction import redact_value
 
@@ -41,7 +43,7 @@ def holds_no_secret(name: str) -> str:
 
 
 NoSecret = AfterValidator(holds_no_secret)
-"""For a name the service stores or shows (``holds_no_secret``)."""
+"""For a value stored and looked up as it is (``holds_no_secret``)."""
 
 
 def storable(text: str) -> str:

@@ -100,6 +100,11 @@ class BoundedRequestProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self.reading_head = True
         self.head_bytes = 0
+        if self.cycle is not None and self.cycle.response_complete and not self.pipeline:
+            # Answered before its body had all come (a 401, a 404): uvicorn's keep-alive timer,
+            # armed by the answer, was stopped by the body's last bytes. The next head's
+            # deadline runs from here.
+            self._time_reading()
 
     def _time_reading(self) -> None:
         self._stop_timing()
@@ -125,6 +130,13 @@ class BoundedRequestProtocol(HttpToolsProtocol):
                 )
             else:
                 self.transport.close()
+        elif self.flow.read_paused or (
+            self.cycle is not None and self.cycle.waiting_for_100_continue
+        ):
+            # The client cannot send: the server stopped reading (the app has not taken what
+            # came, or the request is queued behind another's response), or the client waits
+            # for the 100 Continue the app's first read sends. Its pause is the server's.
+            self._time_reading()
         else:
             # The app is waiting for the body: it reads a disconnect.
             self.transport.close()

@@ -3,7 +3,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
-from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS, NoSecret
+from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS
 from app.formats import feature_context, jsondoc, timestamps
 
 # What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
@@ -18,9 +18,7 @@ def _iso_timestamp(value: str | None) -> str | None:
 
 
 class FeatureCreate(BaseModel):
-    feature_id: Annotated[
-        str, Field(pattern=IDENTIFIER_PATTERN, description="The feature's id."), NoSecret
-    ]
+    feature_id: str = Field(pattern=IDENTIFIER_PATTERN, description="The feature's id.")
 
 
 class FeatureSummary(BaseModel):

@@ -6,7 +6,7 @@ from fastapi import Path, Query, Request, Response
 
 from app.core.body import DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
-from app.core.constraints import IDENTIFIER_PATTERN, NoSecret
+from app.core.constraints import IDENTIFIER_PATTERN
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
@@ -426,9 +426,7 @@ def context_pack(
     session: ReadSession,
     principal: Reader,
     feature_id: Annotated[
-        str | None,
-        Query(pattern=IDENTIFIER_PATTERN, description="The feature to prepare for."),
-        NoSecret,
+        str | None, Query(pattern=IDENTIFIER_PATTERN, description="The feature to prepare for.")
     ] = None,
     about: Annotated[
         str | None,

@@ -3,17 +3,21 @@ head over the limit with a 431 problem as soon as it is over, instead of bufferi
 a client sends, and goes on serving. Through a real server process on a raw socket, since the
 limit is the HTTP server's, not the app's."""
 
+import asyncio
 import json
 import select
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
+import uvicorn
 
 from app.core.config import Settings
-from tests.platform.servers import Server, create_key_in, running
+from app.core.http_server import bounded_request_protocol
+from tests.platform.servers import Server, create_key_in, free_port, running
 
 LIMIT = Settings().max_header_bytes
 
@@ -175,3 +179,103 @@ def test_a_slow_body_that_keeps_coming_is_served(database_url: str, impatient: S
     pieces = [head, *[body[i : i + 8] for i in range(0, len(body), 8)]]
     answer, _closed_after = _answer_to(impatient, pieces, pause=READ_TIMEOUT / 2)
     assert _status(answer) == 201, answer[:300]
+
+
+# The protocol under a bare app that takes its time, on uvicorn in a thread: what the read
+# timeout must not cut, and the idle connection it must. (A review found the first three cut
+# by the body's timer, and the last left open.)
+APP_DELAY = 2.5 * READ_TIMEOUT
+
+
+async def _patient_app(scope: dict, receive, send) -> None:  # type: ignore[no-untyped-def]
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await asyncio.sleep(APP_DELAY)  # a busy thread pool before the body is read, say
+    body = b""
+    if scope["path"] == "/echo":
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+    answer = b"%d" % len(body)
+    headers = [(b"content-length", b"%d" % len(answer))]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": answer})
+
+
+@pytest.fixture(scope="module")
+def patient() -> Iterator[int]:
+    port = free_port()
+    config = uvicorn.Config(
+        _patient_app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=1,
+        http=bounded_request_protocol(LIMIT, READ_TIMEOUT),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield port
+    server.should_exit = True
+    thread.join(10)
+
+
+def _exchange(port: int, *pieces: bytes, wait_for: bytes = b"", answers: int = 1) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        received = b""
+        for piece in pieces:
+            connection.sendall(piece)
+            while wait_for and wait_for not in received:
+                data = connection.recv(65536)
+                if not data:
+                    return received  # closed before it asked for the rest
+                received += data
+        while received.count(b"HTTP/1.1 200") < answers:
+            data = connection.recv(65536)
+            if not data:
+                break
+            received += data
+        return received
+
+
+def test_a_body_the_app_reads_late_is_not_cut(patient: int):
+    """Past uvicorn's buffer it stops reading, and the client cannot send."""
+    body = b"x" * 200_000
+    head = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    assert _exchange(patient, head + body).endswith(b"200000")
+
+
+def test_a_client_waiting_for_100_continue_is_not_cut(patient: int):
+    head = b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+    answer = _exchange(patient, head, b"hello", wait_for=b"100 Continue")
+    assert answer.endswith(b"5")
+
+
+def test_a_request_queued_behind_another_is_not_cut(patient: int):
+    first = b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+    second = b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nhello"
+    answer = _exchange(patient, first + second, b"world", answers=2)
+    assert answer.count(b"HTTP/1.1 200") == 2 and answer.endswith(b"10")
+
+
+def test_a_connection_idle_after_an_early_answer_is_closed(impatient: Server):
+    """Answered before its body came (a 401: no key), then the body, then nothing."""
+    head = b"POST /v1/projects/p/memory/decisions HTTP/1.1\r\nHost: x\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: 5\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", impatient.port), timeout=10) as connection:
+        connection.sendall(head)
+        assert _status(connection.recv(65536)) == 401
+        connection.sendall(b"hello")
+        started = time.monotonic()
+        while connection.recv(65536):
+            pass
+        assert time.monotonic() - started < 5 * READ_TIMEOUT

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from app.core.migrations import upgrade
 from app.main import create_app
@@ -407,42 +408,27 @@ def test_an_archive_report_never_quotes_a_secret_in_a_member_path(client, projec
 
 
 NAMED_SECRETS = ["api_key", "cloud_access_key"]
-WRITES_CONTEXT = next(
-    content
-    for path, content in golden_workspace().items()
-    if path.startswith("features/") and path.endswith("/context.json")
-)
 
 
 @pytest.mark.parametrize("kind", NAMED_SECRETS)
-def test_a_name_that_holds_a_secret_is_refused_never_stored(client, engine, tenant, project, kind):
-    """A name is stored and shown as it is (a project's, a feature's, a bead's, an
-    Idempotency-Key): one that holds a secret is a 422, and nothing is stored under it."""
+def test_an_idempotency_key_that_holds_a_secret_is_refused_never_stored(
+    client, engine, tenant, project, kind
+):
+    """An Idempotency-Key is stored as it is, to find the first answer by: one that holds a
+    secret is a 422 at the header, and nothing is stored under it."""
     written, sensitive = SECRETS[kind]
-    base = f"/v1/projects/{project}"
-    decision = {"id": "dec-1", "decision": "x"}
-    assert client.post(f"{base}/memory/decisions", json={"id": "dec-0", "decision": "x"}).is_success
-    refused = [
-        client.post(f"/v1/projects/{written}/memory/decisions", json=decision),
-        client.post(f"{base}/features", json={"feature_id": written}),
-        client.post(
-            f"{base}/memory/decisions", json=decision, headers={"Idempotency-Key": written}
-        ),
-        client.get(f"{base}/memory/context", params={"feature_id": written}),
-    ]
-    archive = tar_gz({f"features/{written}/context.json": WRITES_CONTEXT})
-    report = client.post(
-        f"{base}/archive", content=archive, headers={"Content-Type": "application/gzip"}
+    url = f"/v1/projects/{project}/memory/decisions"
+    assert client.post(url, json={"id": "dec-0", "decision": "x"}).is_success
+    refused = client.post(
+        url, json={"id": "dec-1", "decision": "x"}, headers={"Idempotency-Key": written}
     )
-    for response in refused:
-        problem = assert_problem(response, 422)
-        _assert_nowhere(sensitive, {"problem": [response.text]})
-        assert problem["errors"], problem
-    assert report.status_code == 200 and not report.json()["imported"], report.text
-    _assert_nowhere(sensitive, {"report": [report.text]})
-    listed = client.get("/v1/projects").text
-    _assert_nowhere(sensitive, {"projects": [listed]})
+    problem = assert_problem(refused, 422)
+    assert [error["path"] for error in problem["errors"]] == ["header.idempotency-key"]
+    _assert_nowhere(sensitive, {"problem": [refused.text]})
     _assert_nowhere(sensitive, {"database": stored_strings(engine, tenant, project)})
+    with engine.connect() as connection:
+        keys = connection.execute(text("SELECT key FROM idempotency_keys")).scalars().all()
+    _assert_nowhere(sensitive, {"idempotency keys": keys})
 
 
 @pytest.mark.parametrize("kind", NAMED_SECRETS)
