@@ -207,6 +207,13 @@ _GATE = _gate_database()
 _scratch = threading.local()
 
 
+def _scratch_space() -> hyperscan.Scratch:
+    space: hyperscan.Scratch | None = getattr(_scratch, "space", None)
+    if space is None:
+        space = _scratch.space = _GATE.scratch.clone()
+    return space
+
+
 def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
     """Which texts (by index) hold the head of which kinds. One scan over the texts joined
     by newlines: a match within one text is a match in the whole, and one across two only
@@ -227,10 +234,7 @@ def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
             ends.extend(accumulate(lengths))
         found.setdefault(bisect_right(ends, end - 1), set()).add(_KINDS[kind])
 
-    scratch = getattr(_scratch, "space", None)
-    if scratch is None:
-        scratch = _scratch.space = _GATE.scratch.clone()
-    _GATE.scan(data, match_event_handler=on_match, scratch=scratch)
+    _GATE.scan(data, match_event_handler=on_match, scratch=_scratch_space())
     return found
 
 
@@ -246,11 +250,8 @@ def holds_a_head(data: bytes) -> bool:
     def on_match(_kind: int, _start: int, _end: int, _flags: int, _context: object) -> bool:
         return True  # the first is enough: the scan stops (ScanTerminated)
 
-    scratch = getattr(_scratch, "space", None)
-    if scratch is None:
-        scratch = _scratch.space = _GATE.scratch.clone()
     try:
-        _GATE.scan(data, match_event_handler=on_match, scratch=scratch)
+        _GATE.scan(data, match_event_handler=on_match, scratch=_scratch_space())
     except hyperscan.ScanTerminated:
         return True
     return False

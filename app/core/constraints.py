@@ -8,7 +8,7 @@ and ``params.py``.
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import BeforeValidator
 
 from app.formats import jsondoc
 
@@ -26,24 +26,6 @@ IDENTIFIER_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 IDENTIFIER_RULE = (
     "1 to 128 characters: letters, digits, '.', '_', ':' and '-', starting with a letter or digit"
 )
-
-
-def holds_no_secret(name: str) -> str:
-    """Refuse a value that holds a secret where it is stored and looked up as it is, so that
-    redacting it would make it another (an Idempotency-Key). Not the names of projects,
-    features or runs: the patterns also take ``sk-learn-experiments-2024`` or ``build:pass:3``
-    for secrets, which the identifier pattern has always allowed, and a stored one would
-    become unreachable."""
-    # Imported here: the client loads this module, and its requests need no redactor.
-    from app.redaction import redact_value
-
-    if redact_value(name) != name:
-        raise ValueError("must not hold a secret: a name is stored and shown as it is")
-    return name
-
-
-NoSecret = AfterValidator(holds_no_secret)
-"""For a value stored and looked up as it is (``holds_no_secret``)."""
 
 
 def storable(text: str) -> str:

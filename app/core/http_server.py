@@ -84,7 +84,7 @@ class BoundedRequestProtocol(HttpToolsProtocol):
             and self.head_bytes > self.max_head_bytes
             and not self.transport.is_closing()
         ):
-            self._refuse_head()
+            self._refuse_head(self._head_too_large())
 
     def on_headers_complete(self) -> None:
         self.reading_head = False
@@ -120,16 +120,9 @@ class BoundedRequestProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         if self.reading_head:
-            # Between responses: answered. (A head pipelined behind a response still being
-            # written: the connection closed.)
-            if self.cycle is None or self.cycle.response_complete:
-                self._answer_and_close(
-                    RequestTimeout(
-                        f"The request's head did not arrive within {self.read_timeout} s."
-                    )
-                )
-            else:
-                self.transport.close()
+            self._refuse_head(
+                RequestTimeout(f"The request's head did not arrive within {self.read_timeout} s.")
+            )
         elif self.flow.read_paused or (
             self.cycle is not None and self.cycle.waiting_for_100_continue
         ):
@@ -143,17 +136,18 @@ class BoundedRequestProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         if self.head_over_limit:
-            self._refuse_head()
+            self._refuse_head(self._head_too_large())
         else:
             self._answer_and_close(MalformedRequest(msg))
 
-    def _refuse_head(self) -> None:
+    def _head_too_large(self) -> HeadTooLarge:
+        return HeadTooLarge(f"The request line and headers exceed {self.max_head_bytes} bytes.")
+
+    def _refuse_head(self, problem: Problem) -> None:
         # Only between responses: a pipelined request's head arriving while another's
         # response is being written gets the connection closed instead.
         if self.cycle is None or self.cycle.response_complete:
-            self._answer_and_close(
-                HeadTooLarge(f"The request line and headers exceed {self.max_head_bytes} bytes.")
-            )
+            self._answer_and_close(problem)
         else:
             self.transport.close()
 

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 MAX_LISTED = 100
 
-NoteT = TypeVar("NoteT")
+ItemT = TypeVar("ItemT")
 
 
 class FormatError(ValueError):
@@ -51,7 +51,16 @@ class TooManyFaults(InvalidDocument):
         )
 
 
-class Faults(list[tuple[str, str]]):
+class _Listed(list[ItemT]):
+    """A list whose ``append`` decides what happens past ``MAX_LISTED``; ``extend`` goes
+    through it, one item at a time."""
+
+    def extend(self, items: Iterable[ItemT]) -> None:
+        for item in items:
+            self.append(item)
+
+
+class Faults(_Listed[tuple[str, str]]):
     """The ``(JSON Pointer, message)`` faults a check finds in a document, as it finds them:
     adding one past ``MAX_LISTED`` raises ``TooManyFaults`` with those found, so that a check
     over a client's arrays costs at most what ``MAX_LISTED`` faults do."""
@@ -61,23 +70,15 @@ class Faults(list[tuple[str, str]]):
             raise TooManyFaults(self)
         super().append(fault)
 
-    def extend(self, faults: Iterable[tuple[str, str]]) -> None:
-        for fault in faults:
-            self.append(fault)
 
-
-class Notes(list[NoteT]):
+class Notes(_Listed[ItemT]):
     """What a codec noted as it read a document (a default filled in, a field dropped), up to
     ``MAX_LISTED``: past them a note is not kept, and ``more`` says so."""
 
     more = False
 
-    def append(self, note: NoteT) -> None:
+    def append(self, note: ItemT) -> None:
         if len(self) >= MAX_LISTED:
             self.more = True
         else:
             super().append(note)
-
-    def extend(self, notes: Iterable[NoteT]) -> None:
-        for note in notes:
-            self.append(note)

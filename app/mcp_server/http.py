@@ -23,10 +23,9 @@ from app.client import AsyncContextStoreClient
 from app.core.config import Settings
 from app.core.deps import authenticated
 from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
-from app.core.json import dumps
 from app.core.rebinding import MisdirectedRequest
+from app.core.redaction import json_without_secrets
 from app.mcp_server.server import ContextStoreServer, build_server
-from app.redaction import Redactions, redact_document
 
 PATH = "/mcp"
 # What a tool's request carries of the caller's: who it is, the host it named (which the
@@ -75,9 +74,7 @@ def _error_without_secrets(body: bytes) -> bytes:
     result = answer.get("result")
     if "error" not in answer and not (isinstance(result, dict) and result.get("isError")):
         return body
-    found = Redactions()
-    redacted = redact_document(answer, found)  # in place
-    return dumps(redacted) if found else body
+    return json_without_secrets(body)
 
 
 def _answered(request: Request, send: Send) -> Send:
