@@ -20,6 +20,7 @@ from starlette.routing import Match, Route
 from starlette.types import Message, Receive, Scope, Send
 
 from app.client import AsyncContextStoreClient
+from app.core import redaction
 from app.core.config import Settings
 from app.core.deps import authenticated
 from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
@@ -62,10 +63,14 @@ SDK_REFUSALS: dict[int, type[Problem]] = {
 }
 
 
-def _error_without_secrets(body: bytes) -> bytes:
-    """A JSON-RPC answer whose error, or tool error, may quote what the caller sent (an
-    unknown method, tool, resource or prompt name: a key pasted in the wrong place) with any
-    secret in it redacted, as every problem's text is; any other answer as it is."""
+def _answer_without_secrets(body: bytes) -> bytes:
+    """A JSON-RPC answer with any secret it quotes redacted. An error, or a tool's error, may
+    quote what the caller sent (an unknown method, tool, resource or prompt name: a key pasted
+    in the wrong place): redacted always, as every problem's text is. Any answer carries the
+    request's id back as it was sent: redacted when redaction is on, as every write's answer is
+    (a caller whose id held a secret then cannot match it, and gets no secret back)."""
+    if redaction.enabled():
+        return json_without_secrets(body)
     if b'"error"' not in body and b'"isError"' not in body:
         return body
     answer = json.loads(body)
@@ -80,7 +85,7 @@ def _error_without_secrets(body: bytes) -> bytes:
 def _answered(request: Request, send: Send) -> Send:
     """``send``, with each of the SDK's plain-text refusals (``SDK_REFUSALS``) turned into
     problem+json carrying its text as the detail, and its JSON answers (the protocol's own
-    errors, which MCP clients read, and its results) sent whole, an error's text redacted."""
+    errors, which MCP clients read, and its results) sent whole, without secrets."""
     refusal: type[Problem] | None = None
     start: Message | None = None
     body = bytearray()
@@ -107,7 +112,7 @@ def _answered(request: Request, send: Send) -> Send:
             await problem_response(problem, request)(request.scope, request.receive, send)
             return
         assert start is not None
-        answer = _error_without_secrets(bytes(body))
+        answer = _answer_without_secrets(bytes(body))
         MutableHeaders(scope=start)["content-length"] = str(len(answer))
         await send(start)
         await send({"type": "http.response.body", "body": answer, "more_body": False})

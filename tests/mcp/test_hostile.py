@@ -272,3 +272,21 @@ def test_an_unknown_name_is_never_echoed_with_a_secret_in_it(app, client, method
     answer = _post(app, key_of(client), method, params)
     assert "error" in answer or answer["result"].get("isError"), answer
     assert "Zq7Wk2" not in json.dumps(answer), answer
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [SECRET, f"Bearer {SECRET}", f"password={SECRET}"],
+    ids=["key", "bearer", "assignment"],
+)
+def test_a_secret_sent_as_the_request_id_is_never_echoed(app, client, request_id):
+    """JSON-RPC answers with the request's id: one holding a secret is answered redacted, as
+    the service's own X-Request-ID is replaced, even though the caller then cannot match it."""
+    answer = TestClient(app, base_url=BASE_URL).post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": request_id, "method": "ping"},
+        headers=HEADERS | key_headers(key_of(client)),
+    )
+    assert answer.status_code == 200, answer.text
+    assert "result" in answer.json(), answer.text
+    assert "Zq7Wk2" not in answer.text, answer.text
