@@ -1,8 +1,10 @@
-"""Response models every domain shares; pydantic only, so that the client can load them."""
+"""Models every domain shares; pydantic only, so that the client can load them."""
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from app.formats.errors import MAX_LISTED
 
 T = TypeVar("T")
 
@@ -10,3 +12,31 @@ T = TypeVar("T")
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+
+class ClosedBody(BaseModel):
+    """A request body that takes only the fields it names: any other is refused (422), so that
+    a misspelt field is not silently dropped.
+
+    Pydantic builds an error for every unknown field before the problem keeps the first
+    ``MAX_LISTED``: a 4 MiB body of them cost a handover POST 4 s of the server's CPU
+    (2026-11-27). So it is handed the fields named and only the first ``MAX_LISTED`` + 1
+    others, enough for the problem to say its list is cut."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_fields_past_the_listed_dropped(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or len(data) <= len(cls.model_fields) + MAX_LISTED:
+            return data
+        named = {field.alias or name for name, field in cls.model_fields.items()}
+        kept: dict[Any, Any] = {}
+        unknown = 0
+        for key, value in data.items():
+            if key in named:
+                kept[key] = value
+            elif unknown <= MAX_LISTED:
+                kept[key] = value
+                unknown += 1
+        return kept

@@ -1,9 +1,10 @@
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
+from pydantic import AfterValidator, BaseModel, Field, StrictInt
 
 from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS
+from app.core.schemas import ClosedBody
 from app.formats import feature_context, jsondoc, timestamps
 
 # What the tool itself writes for a review outcome (orchestrator/main.py reads the same).
@@ -38,10 +39,8 @@ class WorkflowSummary(BaseModel):
     updated_at: datetime
 
 
-class HandoverCreate(BaseModel):
+class HandoverCreate(ClosedBody):
     """A handover note, in the order the seed documents its fields."""
-
-    model_config = ConfigDict(extra="forbid")
 
     timestamp: Annotated[str | None, AfterValidator(_iso_timestamp)] = Field(
         default=None, description="ISO 8601, kept as written; now (the tool's style) if absent."
@@ -67,9 +66,7 @@ class HandoverItem(BaseModel):
     note: dict[str, Any]
 
 
-class ReviewCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ReviewCreate(ClosedBody):
     phase: str = Field(
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )

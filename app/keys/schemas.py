@@ -1,16 +1,15 @@
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.core.constraints import MAX_LIST_ITEMS, StorableStr
+from app.core.schemas import ClosedBody
 from app.core.security import Scope
 
 
-class ApiKeyCreate(BaseModel):
+class ApiKeyCreate(ClosedBody):
     # A key is for the caller's own tenant: a `tenant` (or any other field) is refused rather
     # than silently ignored.
-    model_config = ConfigDict(extra="forbid")
-
     scopes: list[Scope] = Field(
         min_length=1, max_length=MAX_LIST_ITEMS, examples=[["read", "write"]]
     )

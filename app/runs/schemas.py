@@ -4,7 +4,6 @@ from typing import Annotated, Literal, Self
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     StrictFloat,
     StrictInt,
@@ -13,6 +12,7 @@ from pydantic import (
 )
 
 from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIST_ITEMS, StorableStr
+from app.core.schemas import ClosedBody
 from app.formats.atari_state import LoadOutcome, is_rfc3339, is_text
 from app.formats.errors import MAX_LISTED
 from app.formats.jsondoc import INT64_MAX
@@ -88,9 +88,7 @@ class BeadEntry(BaseModel):
     last_session_id: str | None
 
 
-class IterationStart(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class IterationStart(ClosedBody):
     bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
     attempt: StrictInt | None = Field(
         default=None, ge=0, le=INT64_MAX, description="Attempt number; default the entry's + 1."
@@ -100,9 +98,7 @@ class IterationStart(BaseModel):
     _at = field_validator("at")(_rfc3339)
 
 
-class IterationEnd(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class IterationEnd(ClosedBody):
     bead_id: str = Field(pattern=IDENTIFIER_PATTERN)
     outcome: Literal["completed", "failed"]
     error: Text | None = Field(default=None, description="For `failed`: the entry's `last_error`.")
@@ -129,10 +125,8 @@ class IterationResult(BaseModel):
     )
 
 
-class StatePatch(BaseModel):
+class StatePatch(ClosedBody):
     """Each field given is set; null or empty clears an optional one (atari omits it)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     status: Text | None = None
     active_top_level: Text | None = None
