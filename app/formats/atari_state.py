@@ -271,6 +271,8 @@ class _Reader:
     def left_out(self, field: Field, path: tuple[str, ...], why: str) -> None:
         """A missing, null or empty ``omitempty`` field is not kept; the note says what atari
         writes in its place."""
+        if not self.notes.room():
+            return
         written = (
             f"atari writes Go's zero value, {ZERO_VALUES[field.kind]}"
             if self.written_as_zero(field)
@@ -280,7 +282,8 @@ class _Reader:
 
     def zero(self, result: dict[str, Any], field: Field, path: tuple[str, ...], why: str) -> None:
         result[field.name] = _fresh(ZERO_VALUES[field.kind])
-        self.notes.append(Note(pointer(*path, field.name), f"{why}; Go's zero value used"))
+        if self.notes.room():
+            self.notes.append(Note(pointer(*path, field.name), f"{why}; Go's zero value used"))
 
     def known(self, field: Field, value: Any, path: tuple[str, ...]) -> Any:
         # The value's pointer is made only for a fault: a valid document (every stored

@@ -77,8 +77,16 @@ class Notes(_Listed[ItemT]):
 
     more = False
 
-    def append(self, note: ItemT) -> None:
+    def room(self) -> bool:
+        """Whether another note would be kept (when not, ``more`` is set): a codec asks first
+        where making the note costs more than the check that found it (a pointer, a repr:
+        an atari state of 100,000 empty history entries spent half its load making notes
+        past the hundredth, 2026-11-27)."""
         if len(self) >= MAX_LISTED:
             self.more = True
-        else:
+            return False
+        return True
+
+    def append(self, note: ItemT) -> None:
+        if self.room():
             super().append(note)

@@ -220,13 +220,14 @@ def _apply(
             for phase, status in value.items():
                 if status not in child.allowed:
                     value[phase] = "pending"
-                    warnings.append(
-                        FieldWarning(
-                            jsondoc.pointer(*path, name, phase),
-                            f"status {status!r} is not one of {', '.join(child.allowed)}; "
-                            "'pending' used",
+                    if warnings.room():
+                        warnings.append(
+                            FieldWarning(
+                                jsondoc.pointer(*path, name, phase),
+                                f"status {status!r} is not one of {', '.join(child.allowed)}; "
+                                "'pending' used",
+                            )
                         )
-                    )
 
 
 def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], Notes[FieldWarning]]:

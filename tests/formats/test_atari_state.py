@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.formats import atari_state
-from app.formats.errors import InvalidDocument, MalformedDocument
+from app.formats import atari_state, jsondoc
+from app.formats.errors import MAX_LISTED, InvalidDocument, MalformedDocument
 from tests.helpers import go_written_atari_states, golden_bytes
 
 
@@ -265,3 +265,20 @@ def test_a_fresh_state_is_version_2_and_empty():
 def test_go_time_writes_utc_with_z_and_trims_the_fraction():
     assert atari_state.go_time(datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2025-01-02T03:04:05Z"
     assert atari_state.is_rfc3339(atari_state.go_time(datetime.now(UTC)))
+
+
+def test_notes_past_the_listed_are_not_made(monkeypatch):
+    """A load of many entries Go would zero keeps the first ``MAX_LISTED`` notes and says there
+    were more; the pointers of the others are never built (they were half of such a load's
+    CPU: 100,000 empty history entries, 2026-11-27)."""
+    built = []
+
+    def counted(*parts: str) -> str:
+        built.append(parts)
+        return jsondoc.pointer(*parts)
+
+    monkeypatch.setattr(atari_state, "pointer", counted)
+    raw = json.dumps({"version": 2, "history": {f"b-{n}": {} for n in range(1_000)}}).encode()
+    loaded = atari_state.load(raw, datetime(2026, 1, 1, tzinfo=UTC))
+    assert len(loaded.notes) == MAX_LISTED and loaded.notes.more
+    assert len(built) == MAX_LISTED

@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.formats import mdan_save
-from app.formats.errors import InvalidDocument, MalformedDocument
+from app.formats import jsondoc, mdan_save
+from app.formats.errors import MAX_LISTED, InvalidDocument, MalformedDocument
+from app.formats.jsondoc import pointer
 from tests.helpers import golden_bytes, python_indent2, seed_save
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -139,3 +140,21 @@ def test_filename_is_the_unix_seconds_of_the_timestamp():
     summary = mdan_save.summarize(mdan_save.parse(python_indent2(seed_save()), NOW)[0])
     assert mdan_save.filename_for(summary.timestamp) == "mdan-save-1705314225.json"
     assert summary.current_phase == "IMPLEMENT" and not summary.all_phases_complete
+
+
+def test_warnings_past_the_listed_are_not_made(monkeypatch):
+    """A save of many wrong phase statuses keeps the first ``MAX_LISTED`` warnings and says
+    there were more; the pointers and texts of the others are never made."""
+    built = []
+
+    def counted(*parts: str) -> str:
+        built.append(parts)
+        return pointer(*parts)
+
+    monkeypatch.setattr(jsondoc, "pointer", counted)
+    statuses = {f"phase-{n}": "bogus" for n in range(1_000)}
+    raw = json.dumps(seed_save() | {"phases": {"status": statuses}}).encode()
+    _document, warnings = mdan_save.parse(raw, datetime(2026, 1, 1, tzinfo=UTC))
+    assert len(warnings) == MAX_LISTED and warnings.more
+    kept = [warning for warning in warnings if warning.path.startswith("/phases/status/")]
+    assert len([parts for parts in built if parts[-1].startswith("phase-")]) == len(kept)

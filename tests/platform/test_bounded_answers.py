@@ -19,9 +19,9 @@ from pydantic import BaseModel, ValidationError
 
 from app.core.constraints import MAX_LIST_ITEMS
 from app.formats.errors import MAX_LISTED
-from tests.helpers import assert_problem
 from app.main import create_app
 from tests.conftest import make_settings
+from tests.helpers import assert_problem
 from tests.platform.world import WRITES, P, populate, send
 
 # Entries in each flooded array or map: enough for thousands of faults on any route.
