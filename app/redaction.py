@@ -221,20 +221,33 @@ def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
     joined = "\n".join(texts)
     # surrogatepass: a lone surrogate (valid JSON) is no part of any head.
     data = joined.encode("utf-8", "surrogatepass")
-    found: dict[int, set[str]] = {}
-    ends: list[int] = []
+    matches: list[tuple[int, int]] = []
 
     def on_match(kind: int, _start: int, end: int, _flags: int, _context: object) -> None:
-        if not ends:
-            lengths = (
-                (len(text) + 1 for text in texts)
-                if len(data) == len(joined)
-                else (len(text.encode("utf-8", "surrogatepass")) + 1 for text in texts)
-            )
-            ends.extend(accumulate(lengths))
-        found.setdefault(bisect_right(ends, end - 1), set()).add(_KINDS[kind])
+        matches.append((end, kind))
 
     _GATE.scan(data, match_event_handler=on_match, scratch=_scratch_space())
+    if not matches:
+        return {}
+    # Each text's first character's offset in ``joined``: its length and newline's before it.
+    lengths = list(accumulate(map(len, texts), initial=0))
+    found: dict[int, set[str]] = {}
+    ascii_only = joined.isascii()
+    characters, decoded = 0, 0
+    for end, kind in sorted(matches):
+        if ascii_only:
+            last = end - 1  # the match's last character: one a byte
+        else:
+            # The characters up to the match's last byte, decoded in C, in order (once in
+            # all), to the end of the character that byte is in: where encoding each text to
+            # find its bytes cost twice the scan.
+            while end < len(data) and 0x80 <= data[end] < 0xC0:
+                end += 1
+            characters += len(data[decoded:end].decode("utf-8", "surrogatepass"))
+            decoded = max(decoded, end)
+            last = characters - 1
+        text = bisect_right(range(len(texts)), last, key=lambda i: lengths[i] + i) - 1
+        found.setdefault(text, set()).add(_KINDS[kind])
     return found
 
 

@@ -2,6 +2,7 @@
 applied to every text, on secrets of each kind, their case and Unicode case-folding variants,
 secrets inside each other, text with none, and text built from the patterns' own parts."""
 
+import copy
 import re
 import string
 import sys
@@ -143,6 +144,61 @@ def test_the_gate_never_changes_what_random_text_redacts(texts):
     document = list(texts)
     redaction.redact_document(document, redaction.Redactions())
     assert document == [_ungated(text)[0] for text in texts]
+
+
+# Documents of random texts under keys that neither hold a head nor name a secret (a "/" and
+# a "~" among them, which a pointer escapes), nested in lists and objects.
+_CLEAN_KEYS = st.sampled_from(["a", "b/c", "d~e", "0", "é", ""])
+_TEXTS = st.lists(st.sampled_from(PARTS), max_size=12).map("".join)
+_DOCUMENTS = st.recursive(
+    _TEXTS | st.integers() | st.none(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(_CLEAN_KEYS, children, max_size=4),
+    max_leaves=20,
+).filter(lambda document: isinstance(document, dict | list))
+
+
+def _ungated_walk(document, path, sites):
+    """Every pattern over every string value, walking the whole document, as the reference."""
+    if isinstance(document, str):
+        redacted, counts = _ungated(document)
+        pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+        sites += [{"path": pointer, "kind": kind, "count": n} for kind, n in counts.items()]
+        return redacted
+    if isinstance(document, list):
+        return [_ungated_walk(item, (*path, i), sites) for i, item in enumerate(document)]
+    if isinstance(document, dict):
+        return {key: _ungated_walk(item, (*path, key), sites) for key, item in document.items()}
+    return document
+
+
+@settings(max_examples=500 * SOAK)
+@given(_DOCUMENTS)
+def test_values_found_are_redacted_where_they_stand_at_their_pointers(document):
+    """Where no key changes, the values the scan finds are redacted in place, not walked to:
+    the same values, sites and order as every pattern over every value of a whole walk."""
+    sites: list[dict[str, object]] = []
+    expected = _ungated_walk(copy.deepcopy(document), (), sites)
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(document, redactions) == expected
+    combined: Counter[tuple[str, str]] = Counter()
+    for site in sites:
+        combined[site["path"], site["kind"]] += site["count"]
+    assert redactions.listing() == [
+        {"path": path, "kind": kind, "count": count} for (path, kind), count in combined.items()
+    ]
+
+
+@pytest.mark.parametrize("wide", ["é", "密", "\ud800", "😀"], ids=["2 bytes", "3", "surrogate", "4"])
+def test_a_value_after_wide_characters_is_found_at_its_own_place(wide):
+    """The scan reports bytes and the texts are counted in characters: a text after others of
+    characters wider than a byte is still the one found, not one after it."""
+    key = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+    document = [wide * 40, f"{wide} {key}", "clean", wide, "clean"]
+    redactions = redaction.Redactions()
+    redaction.redact_document(document, redactions)
+    assert document == [wide * 40, f"{wide} [REDACTED:api_key]", "clean", wide, "clean"]
+    assert redactions.listing() == [{"path": "/1", "kind": "api_key", "count": 1}]
 
 
 @pytest.mark.parametrize("text", SAMPLES)
