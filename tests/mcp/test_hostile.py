@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 
 from app.core.config import AuthMode
 from app.main import create_app
+from app.mcp_server import http as mcp_http
 from tests.conftest import make_settings
-from tests.helpers import LOOPBACK
+from tests.helpers import LOOPBACK, seed_save
 from tests.mcp_client import BASE_URL, key_headers, key_of
 
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
@@ -290,3 +291,32 @@ def test_a_secret_sent_as_the_request_id_is_never_echoed(app, client, request_id
     assert answer.status_code == 200, answer.text
     assert "result" in answer.json(), answer.text
     assert "Zq7Wk2" not in answer.text, answer.text
+
+
+def test_a_result_is_sent_as_the_route_answered_it_never_walked(app, client, monkeypatch):
+    """A result's only part the caller sent is its id; the rest is the routes' answers, their
+    documents redacted as they were stored. A stored save keeps the names before its markers
+    (``password=[REDACTED:api_key]``), in which the scan finds a head: walked whole for a
+    secret, a 10 MB save's read cost 1.9 s of CPU."""
+    document = seed_save()
+    document["context"]["conversation_history"].append(
+        {"role": "user", "content": f"password={SECRET} and Bearer {SECRET}"}
+    )
+    stored = client.post(
+        "/v1/projects/p/saves",
+        content=json.dumps(document),
+        headers={"Content-Type": "application/json"},
+    )
+    assert stored.status_code == 201, stored.text
+    walked = []
+    monkeypatch.setattr(mcp_http, "json_without_secrets", lambda body: walked.append(body) or body)
+    answer = _post(
+        app,
+        key_of(client),
+        "tools/call",
+        {"name": "latest_mdan_save", "arguments": {"project": "p"}},
+    )
+    text = answer["result"]["content"][0]["text"]
+    assert text == client.get("/v1/projects/p/saves/latest").text
+    assert "password=[REDACTED:" in text and "Zq7Wk2" not in text
+    assert walked == []

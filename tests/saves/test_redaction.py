@@ -152,8 +152,9 @@ _CLEAN_KEYS = st.sampled_from(["a", "b/c", "d~e", "0", "é", ""])
 _TEXTS = st.lists(st.sampled_from(PARTS), max_size=12).map("".join)
 _DOCUMENTS = st.recursive(
     _TEXTS | st.integers() | st.none(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(_CLEAN_KEYS, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(_CLEAN_KEYS, children, max_size=4)
+    ),
     max_leaves=20,
 ).filter(lambda document: isinstance(document, dict | list))
 
@@ -189,7 +190,9 @@ def test_values_found_are_redacted_where_they_stand_at_their_pointers(document):
     ]
 
 
-@pytest.mark.parametrize("wide", ["é", "密", "\ud800", "😀"], ids=["2 bytes", "3", "surrogate", "4"])
+@pytest.mark.parametrize(
+    "wide", ["é", "密", "\ud800", "😀"], ids=["2 bytes", "3", "surrogate", "4"]
+)
 def test_a_value_after_wide_characters_is_found_at_its_own_place(wide):
     """The scan reports bytes and the texts are counted in characters: a text after others of
     characters wider than a byte is still the one found, not one after it."""
