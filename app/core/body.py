@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive
 from starlette.types import Scope as AsgiScope
 
@@ -70,7 +71,9 @@ class DecodedRequest(Request):
                 chunks.append(chunk)
             raw = b"".join(chunks)
             if encoding == "gzip":
-                raw = decompress_body(raw, self.limit)
+                # Off the event loop: a body of many members, or one near the limit, takes
+                # milliseconds to inflate, which every other request would wait out.
+                raw = await run_in_threadpool(decompress_body, raw, self.limit)
             self._body = raw
         return self._body
 

@@ -11,6 +11,8 @@ differ from zlib's, but are still a function of the data, the level and the libr
 version: a stored file is compressed once, and its ETag is the uncompressed file's.
 """
 
+import io
+
 from isal import isal_zlib
 from zlib_ng import zlib_ng
 
@@ -38,23 +40,22 @@ def is_gzip(data: bytes) -> bool:
 
 
 def decompress(data: bytes, limit: int) -> bytes:
-    """Every member of a gzip stream, concatenated; at most ``limit`` bytes of output."""
+    """Every member of a gzip stream, concatenated; at most ``limit`` bytes of output.
+
+    zlib-ng's reader walks the members in C, over the data once. Read one member at a time
+    here, each member's rest of the stream was copied (``unused_data``): 200,000 empty
+    members in a 4 MB body took 34 s (2026-11-27)."""
+    reader = zlib_ng._GzipReader(io.BytesIO(data))
     output: list[bytes] = []
     produced = 0
-    remaining = data
-    while remaining:
-        decompressor = zlib_ng.decompressobj(GZIP_WBITS)
-        try:
-            chunk = decompressor.decompress(remaining, limit - produced + 1)
-        except _ZlibError as exc:
-            raise GzipError(f"invalid gzip data: {exc}") from exc
-        produced += len(chunk)
-        if produced > limit or decompressor.unconsumed_tail:
-            raise DecompressedTooLarge(limit)
-        if not decompressor.eof:
-            raise GzipError("truncated gzip data")
-        output.append(chunk)
-        remaining = decompressor.unused_data
+    try:
+        while chunk := reader.read(limit + 1 - produced):
+            output.append(chunk)
+            produced += len(chunk)
+            if produced > limit:
+                raise DecompressedTooLarge(limit)
+    except (_ZlibError, EOFError, OSError) as exc:  # OSError: gzip's BadGzipFile
+        raise GzipError(f"invalid gzip data: {exc}") from exc
     return b"".join(output)
 
 
