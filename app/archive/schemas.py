@@ -49,7 +49,19 @@ class SkippedMember(BaseModel):
 
 
 class ArchiveReport(BaseModel):
+    """Every member imported (each is a write), and the first 100 warnings, members refused
+    and members skipped: past them, the list's ``*_truncated`` is true."""
+
     imported: list[ImportedMember] = Field(default_factory=list)
     warnings: list[MemberWarning] = Field(default_factory=list)
+    warnings_truncated: bool = Field(
+        default=False, description="More warnings than listed: the first 100 are."
+    )
     refused: list[RefusedMember] = Field(default_factory=list)
+    refused_truncated: bool = Field(
+        default=False, description="More members refused than listed: the first 100 are."
+    )
     skipped: list[SkippedMember] = Field(default_factory=list)
+    skipped_truncated: bool = Field(
+        default=False, description="More members skipped than listed: the first 100 are."
+    )

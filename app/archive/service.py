@@ -51,7 +51,7 @@ from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
 from app.formats import gzip as gzip_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE, MemoryKind
-from app.formats.errors import FormatError
+from app.formats.errors import FormatError, Notes
 from app.formats.gzip import is_gzip
 from app.formats.project_memory import ItemKind
 from app.memory import service as memory
@@ -282,10 +282,15 @@ def _stored_files(session: Session, tenant: str, project: str) -> dict[str, Plan
 class Importer:
     """The write phase: each step of the plan, in the session of its batch."""
 
-    def __init__(self, tenant: str, project: str, report: ArchiveReport) -> None:
+    def __init__(self, tenant: str, project: str) -> None:
         self.tenant = tenant
         self.project = project
-        self.report = report
+        self.imported: list[ImportedMember] = []
+        # The first MAX_LISTED of each: an archive of 130,000 members refused answered 38.8 MB
+        # and, under an Idempotency-Key, stored it (2026-11-27).
+        self.warnings: Notes[MemberWarning] = Notes()
+        self.refused: Notes[RefusedMember] = Notes()
+        self.skipped: Notes[SkippedMember] = Notes()
         self.reset_runs: set[str] = set()
         self._session: Session | None = None
         self._stored: dict[str, PlannedMember] | None = None
@@ -313,9 +318,22 @@ class Importer:
             self._stored = _stored_files(self.session, self.tenant, self.project)
         return self._stored
 
+    def report(self) -> ArchiveReport:
+        return ArchiveReport(
+            imported=self.imported,
+            warnings=list(self.warnings),
+            warnings_truncated=self.warnings.more,
+            refused=list(self.refused),
+            refused_truncated=self.refused.more,
+            skipped=list(self.skipped),
+            skipped_truncated=self.skipped.more,
+        )
+
     def refuse(self, path: str, problem: Problem) -> None:
+        if not self.refused.room():
+            return
         body = problem.body()
-        self.report.refused.append(
+        self.refused.append(
             RefusedMember(
                 path=path,
                 type=body["type"],
@@ -327,7 +345,7 @@ class Importer:
         )
 
     def skip(self, path: str, reason: str) -> None:
-        self.report.skipped.append(SkippedMember(path=path, reason=reason))
+        self.skipped.append(SkippedMember(path=path, reason=reason))
 
     def _import(self, member: Member, write: "MemberWrite") -> Outcome:
         """The member's prepared write, in a savepoint. A file that replaces what it names
@@ -370,7 +388,7 @@ class Importer:
                 member.path, Conflict("The change conflicts with a concurrent change; retry it.")
             )
         else:
-            self.report.imported.append(
+            self.imported.append(
                 ImportedMember(
                     path=member.path,
                     kind=member.target.kind,
@@ -379,10 +397,12 @@ class Importer:
                     result=outcome.result,
                 )
             )
-            self.report.warnings.extend(
-                MemberWarning(path=member.path, pointer=pointer, message=message)
-                for pointer, message in outcome.warnings
-            )
+            for pointer, message in outcome.warnings:
+                if not self.warnings.room():
+                    break
+                self.warnings.append(
+                    MemberWarning(path=member.path, pointer=pointer, message=message)
+                )
 
     # One write per kind of file: the store step of the member's own route's service.
 
@@ -708,8 +728,7 @@ def write_import(
     Idempotency-Key's answer with the last writes). A batch that fails to commit (the
     database gone) ends the import with its error: the batches before it stay imported, and
     sending the archive again completes it (what is stored comes back ``unchanged``)."""
-    report = ArchiveReport()
-    importer = Importer(tenant, project, report)
+    importer = Importer(tenant, project)
     batches = list(_batches(steps))
     for number, batch in enumerate(batches, start=1):
         if number > 1:
@@ -719,5 +738,5 @@ def write_import(
             for step in batch:
                 step.apply(importer)
             if number == len(batches):
-                return finish(session, report)
+                return finish(session, importer.report())
     raise AssertionError("_batches always yields a batch")

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event
 
 from app.archive import service as archive_service
+from app.formats.errors import MAX_LISTED
 from tests.helpers import (
     GOLDEN,
     assert_problem,
@@ -194,6 +195,40 @@ def test_traversal_links_and_devices_are_refused_unknown_files_skipped(client, p
     assert all(item["status"] in (404, 422) for item in report["refused"])
     assert report["skipped"] == [{"path": "notes/readme.txt", "reason": "not a file of the layout"}]
     assert report["imported"] == []
+
+
+def _flood(members: int) -> bytes:
+    """An archive of ``members`` refused members (absolute paths), as many skipped ones
+    (files outside the layout) and as many saves that import with a warning each."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for number in range(members):
+            for name, content in (
+                (f"/abs/{number}", b"{}"),
+                (f"notes/{number}.txt", b"x"),
+                (f"mdan/mdan-save-{1705314225 + number}.json", b'{"version": "1.0"}'),
+            ):
+                info = tarfile.TarInfo(name)
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+    return buffer.getvalue()
+
+
+def test_a_report_lists_at_most_a_hundred_of_each_and_says_so(client, project):
+    """Each refused member was a whole problem in the answer, and with an Idempotency-Key in
+    the database too: 130,000 of them, an 806 KB upload, answered 38.8 MB and stored it
+    (a helper's live run, 2026-11-27). Every save imported is still listed: each is a write."""
+    flood = _flood(150)
+    report = _post(client, project, flood, **{"Idempotency-Key": "flood-1"}).json()
+    assert len(report["refused"]) == len(report["skipped"]) == MAX_LISTED
+    assert len(report["warnings"]) == MAX_LISTED
+    assert report["refused_truncated"] and report["skipped_truncated"]
+    assert report["warnings_truncated"]
+    assert len(report["imported"]) == 150
+    replayed = _post(client, project, flood, **{"Idempotency-Key": "flood-1"}).json()
+    assert replayed == report
+    few = _post(client, project, _flood(2)).json()
+    assert not (few["refused_truncated"] or few["skipped_truncated"] or few["warnings_truncated"])
 
 
 @pytest.fixture
@@ -451,7 +486,15 @@ def test_another_tenant_sees_no_archive(client, other_client, project):
 
 def test_an_empty_archive_reports_nothing(client, project):
     report = _post(client, project, tar_gz({})).json()
-    assert report == {"imported": [], "warnings": [], "refused": [], "skipped": []}
+    assert report == {
+        "imported": [],
+        "warnings": [],
+        "warnings_truncated": False,
+        "refused": [],
+        "refused_truncated": False,
+        "skipped": [],
+        "skipped_truncated": False,
+    }
 
 
 def _members(client, project: str, **params: object) -> list[str]:
