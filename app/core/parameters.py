@@ -27,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.telemetry._api import _validation_failed  # FastAPI's handler calls it likewise
 
 from app.core.body import media_type_of
+from app.formats import jsondoc
 
 _PLAIN_TYPES = (str, int, float, bool)
 
@@ -142,7 +143,7 @@ class BodyReader:
         if not (subtype == "json" or subtype.endswith("+json")):
             return raw
         try:
-            return json.loads(raw)
+            return json.loads(jsondoc.text_of(raw))
         except json.JSONDecodeError as exc:
             error = {
                 "type": "json_invalid",

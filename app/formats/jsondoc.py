@@ -109,7 +109,7 @@ def _too_deep() -> InvalidDocument:
     )
 
 
-def load(raw: bytes, *, allow_nan: bool = True) -> Any:
+def load(raw: bytes | str, *, allow_nan: bool = True) -> Any:
     """Parse JSON as Python's ``json`` writes it: UTF-8 (a BOM allowed), integers of any size,
     and (unless ``allow_nan`` is false) ``NaN``, ``Infinity`` and ``-Infinity``, which
     ``json.dump`` writes by default and so every Python writer of these formats may write.
@@ -121,7 +121,8 @@ def load(raw: bytes, *, allow_nan: bool = True) -> Any:
     duplicate key's last value in its first place). What it refuses goes to Python's json:
     what only Python accepts (a BOM, UTF-16 and UTF-32, ``NaN``, lone surrogate escapes,
     nesting past 1024), and what neither does, so that the error stays Python's. So does a
-    document holding a float large enough to have been an integer orjson made a float."""
+    document holding a float large enough to have been an integer orjson made a float.
+    Unlike Python's json, UTF-8's form of a lone surrogate is refused (``text_of``)."""
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -134,10 +135,19 @@ def load(raw: bytes, *, allow_nan: bool = True) -> Any:
     return document
 
 
-def _load_with_python(raw: bytes, allow_nan: bool) -> Any:
+def text_of(raw: bytes) -> str:
+    """JSON's bytes as text, in the Unicode encoding they are in (detected as ``json.loads``
+    detects it: UTF-8, with or without a byte order mark, UTF-16 or UTF-32), strictly.
+    ``json.loads`` of bytes decodes with ``surrogatepass``, which reads UTF-8's form of a
+    lone surrogate (``ED A0 80``), not UTF-8, as one; its escape (``\\ud800``) is JSON, and
+    stays so. Raises ``UnicodeDecodeError``."""
+    return raw.decode(json.detect_encoding(raw))
+
+
+def _load_with_python(raw: bytes | str, allow_nan: bool) -> Any:
     try:
         document = json.loads(
-            raw,
+            raw if isinstance(raw, str) else text_of(raw),
             parse_float=_finite_float,
             parse_constant=None if allow_nan else _refuse_constant,
         )

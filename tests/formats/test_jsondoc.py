@@ -293,3 +293,11 @@ def test_load_reads_plain_documents_with_orjson(monkeypatch):
     expected = repr(json.loads(raw))
     monkeypatch.setattr(jsondoc, "_load_with_python", refuse)
     assert repr(jsondoc.load(raw)) == expected
+
+
+def test_utf_8_of_a_lone_surrogate_is_refused_and_its_escape_read():
+    """Python's json reads bytes with surrogatepass, which takes ED A0 80 (not UTF-8) for a
+    lone surrogate; JSON's escape of one is valid and stays readable."""
+    with pytest.raises(MalformedDocument, match="not valid UTF-8"):
+        jsondoc.load(b'{"a": "\xed\xa0\x80"}')
+    assert jsondoc.load(b'{"a": "\\ud800"}') == {"a": "\ud800"}

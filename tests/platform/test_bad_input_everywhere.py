@@ -67,6 +67,9 @@ MALFORMED = {
     "nested arrays": lambda route: b"[" * 5000 + b"]" * 5000,
     "nested objects": lambda route: b'{"a":' * 5000 + b"1" + b"}" * 5000,
     "invalid UTF-8": lambda route: _json_with(route, b'"', b'"\xff\xfe'),
+    # Python's json.loads(bytes) reads UTF-8 with surrogatepass: a lone surrogate's bytes,
+    # which UTF-8 does not allow (its escape, \ud800, is valid JSON).
+    "UTF-8 of a lone surrogate": lambda route: _json_with(route, b'"', b'"\xed\xa0\x80'),
     "raw NUL": lambda route: _json_with(route, b'"', b'"\x00'),
     "cut short": lambda route: WRITES[route]["content"][:-2],
     "not JSON": lambda route: b"key=value",
