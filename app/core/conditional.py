@@ -43,8 +43,15 @@ def _listed_tags(header: str) -> list[str]:
 
 
 def _strong_match(header: str, current: str) -> bool:
-    # Strong comparison: a weak tag (W/"...") never matches.
+    # Strong comparison (If-Match): a weak tag (W/"...") never matches.
     return any(tag == current for tag in _listed_tags(header) if not tag.startswith("W/"))
+
+
+def _weak_match(header: str, current: str) -> bool:
+    # Weak comparison (If-None-Match, for every method): a tag matches weak or not.
+    return header.strip() == "*" or current in {
+        tag.removeprefix("W/") for tag in _listed_tags(header)
+    }
 
 
 def require_if_match(request: Request, current: str | None) -> None:
@@ -62,11 +69,12 @@ def require_if_match(request: Request, current: str | None) -> None:
 
 
 def require_if_none_match(request: Request, current: str | None) -> None:
-    """Before a PUT: ``If-None-Match: *`` means create only."""
+    """Before a PUT: ``If-None-Match: *`` means create only; the current tag, weak or not,
+    that the client holds this version already."""
     header = request.headers.get("if-none-match")
     if header is None or current is None:
         return
-    if header.strip() == "*" or _strong_match(header, current):
+    if _weak_match(header, current):
         raise PreconditionFailed("The resource exists (If-None-Match).", current_etag=current)
 
 
@@ -90,7 +98,6 @@ def not_modified(request: Request, current: str) -> Response | None:
     header = request.headers.get("if-none-match")
     if header is None:
         return None
-    tags = {tag.removeprefix("W/") for tag in _listed_tags(header)}
-    if header.strip() == "*" or current in tags:
+    if _weak_match(header, current):
         return Response(status_code=304, headers={"ETag": current})
     return None

@@ -164,6 +164,18 @@ def test_put_honours_if_none_match_and_if_match(client, project):
     assert _put(client, project, "f2", changed, **{"If-None-Match": "*"}).status_code == 201
 
 
+def test_if_none_match_on_a_put_compares_weakly(client, project):
+    """RFC 9110 13.1.2: If-None-Match compares tags weakly, for a PUT as for a GET (which
+    answers 304 to the weak form of the current tag): the weak form of the current tag, or
+    a list holding it, is a 412; another tag is not."""
+    etag = _put(client, project, "f1", _seed_context("f1")).headers["etag"]
+    changed = _seed_context("f1")
+    changed["current_phase"] = "requirements"
+    for header in (f"W/{etag}", f'"other", W/{etag}', etag):
+        assert_problem(_put(client, project, "f1", changed, **{"If-None-Match": header}), 412)
+    assert _put(client, project, "f1", changed, **{"If-None-Match": 'W/"other"'}).status_code == 200
+
+
 def test_export_answers_if_none_match(client, project):
     etag = _put(client, project, "f1", _seed_context("f1")).headers["etag"]
     assert client.get(_url(project, "f1"), headers={"If-None-Match": etag}).status_code == 304
