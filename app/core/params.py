@@ -9,6 +9,14 @@ from pydantic import AfterValidator, BeforeValidator
 from app.formats import jsondoc
 from app.formats.timestamps import to_utc
 
+
+def _digits(value: object) -> object:
+    # Python's int() also reads "+1", " 1", "0_1" and other scripts' digits: more names for 1.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be a number written in the digits 0-9 alone")
+    return value
+
+
 SaveNumber = Annotated[
     int,
     Path(
@@ -16,6 +24,7 @@ SaveNumber = Annotated[
         le=jsondoc.INT64_MAX,
         description="The save's `id`: its number within the project (1, 2, 3...), never reused.",
     ),
+    BeforeValidator(_digits),
 ]
 
 

@@ -238,6 +238,16 @@ def test_missing_saves_are_404(client, project):
     assert_problem(client.get(_url(project, "/not-a-number")), 422)
 
 
+@pytest.mark.parametrize("alias", ["+1", "%201", "1%20", "01_", "0_1", "%D9%A1", "1.0"])
+def test_a_save_id_is_its_digits_alone(client, project, alias):
+    """Python's int() reads "+1", " 1", "0_1" and Arabic-Indic "١" as 1: each was another name
+    of save 1 (a helper's finding). An id is ASCII digits."""
+    import_save(client, project, seed_save())
+    body = assert_problem(client.get(_url(project, f"/{alias}")), 422)
+    assert [error["path"] for error in body["errors"]] == ["path.save_id"]
+    assert client.get(_url(project, "/1")).status_code == 200
+
+
 def test_latest_of_an_empty_project_is_404(client, project):
     save_id = import_save(client, project, seed_save()).json()["id"]
     client.delete(_url(project, f"/{save_id}"))
