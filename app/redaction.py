@@ -221,33 +221,50 @@ def _found_kinds(texts: list[str]) -> dict[int, set[str]]:
     joined = "\n".join(texts)
     # surrogatepass: a lone surrogate (valid JSON) is no part of any head.
     data = joined.encode("utf-8", "surrogatepass")
-    matches: list[tuple[int, int]] = []
+    found: dict[int, set[str]] = {}
+    wide = len(data) != len(joined)
+    # Each text's characters before it, but for the newlines (made on the first match).
+    before: list[int] = []
+    # The bytes of the text the last match fell in, with its newline: its next matches are
+    # added without a look-up (a text may repeat a head thousands of times; a list of every
+    # match cost a 4 MB text 150 MB, 2026-11-27). And how far ``data`` is decoded, in bytes
+    # and in characters.
+    first, past = 0, 0
+    kinds: set[str] = set()
+    decoded, characters = 0, 0
+
+    def locate(last: int) -> None:
+        """The text holding byte ``last``: its index, found from the characters up to it
+        (decoded in C, in order; encoding every text to learn its bytes cost twice the
+        scan), and its bytes."""
+        nonlocal first, past, kinds, decoded, characters
+        if not before:
+            before.extend(accumulate(map(len, texts), initial=0))
+        boundary = last + 1
+        if wide:
+            while boundary < len(data) and 0x80 <= data[boundary] < 0xC0:
+                boundary += 1  # to the end of the character byte ``last`` is in
+            if boundary < decoded:  # a match out of order: decode again from the start
+                decoded, characters = 0, 0
+            characters += len(data[decoded:boundary].decode("utf-8", "surrogatepass"))
+            decoded = boundary
+        else:
+            characters = boundary
+        text = bisect_right(range(len(texts)), characters - 1, key=lambda i: before[i] + i) - 1
+        start, end = before[text] + text, before[text + 1] + text + 1
+        if wide:
+            first = boundary - len(joined[start:characters].encode("utf-8", "surrogatepass"))
+            past = first + len(joined[start:end].encode("utf-8", "surrogatepass"))
+        else:
+            first, past = start, end
+        kinds = found.setdefault(text, set())
 
     def on_match(kind: int, _start: int, end: int, _flags: int, _context: object) -> None:
-        matches.append((end, kind))
+        if not first <= end - 1 < past:
+            locate(end - 1)
+        kinds.add(_KINDS[kind])
 
     _GATE.scan(data, match_event_handler=on_match, scratch=_scratch_space())
-    if not matches:
-        return {}
-    # Each text's first character's offset in ``joined``: its length and newline's before it.
-    lengths = list(accumulate(map(len, texts), initial=0))
-    found: dict[int, set[str]] = {}
-    ascii_only = joined.isascii()
-    characters, decoded = 0, 0
-    for end, kind in sorted(matches):
-        if ascii_only:
-            last = end - 1  # the match's last character: one a byte
-        else:
-            # The characters up to the match's last byte, decoded in C, in order (once in
-            # all), to the end of the character that byte is in: where encoding each text to
-            # find its bytes cost twice the scan.
-            while end < len(data) and 0x80 <= data[end] < 0xC0:
-                end += 1
-            characters += len(data[decoded:end].decode("utf-8", "surrogatepass"))
-            decoded = max(decoded, end)
-            last = characters - 1
-        text = bisect_right(range(len(texts)), last, key=lambda i: lengths[i] + i) - 1
-        found.setdefault(text, set()).add(_KINDS[kind])
     return found
 
 
