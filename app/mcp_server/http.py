@@ -86,20 +86,21 @@ def _is_error(body: bytes) -> bool:
 
 
 def _id_without_secrets(body: bytes) -> bytes:
-    """A result with the request's id redacted: the one part of a result the caller sent, sent
-    back as it came (the rest is the routes' answers, whose documents are redacted as they are
-    stored). Read where the SDK writes it: a whole result walked for a secret cost a 10 MB
-    save's read 1.9 s of CPU, its own stored markers sending every text to the patterns. An
-    answer of another shape is redacted whole."""
+    """A result with the request's id redacted: sent back as it came. The rest is the routes'
+    answers, whose documents are redacted as they are stored, or a prompt's text, redacted as
+    it is made (``app/mcp_server/server.py``). Read where the SDK writes it: a whole result
+    walked for a secret cost a 10 MB save's read 1.9 s of CPU, its own stored markers sending
+    every text to the patterns. An answer of another shape is redacted whole."""
     if not body.startswith(_ANSWERED_ID):
         return json_without_secrets(body)
     at = len(_ANSWERED_ID)
     if body[at : at + 1] != b'"':
         return body  # a number: no secret
     try:
-        text = body[at : at + _ID_BYTES].decode("utf-8")
+        # A cut inside a character can only fall after the id's end: dropping it is exact.
+        text = body[at : at + _ID_BYTES].decode("utf-8", "ignore")
         request_id, end = _DECODER.raw_decode(text)
-    except ValueError:  # cut short (or mid-character) by _ID_BYTES
+    except ValueError:  # an id cut short by _ID_BYTES
         return json_without_secrets(body)
     redacted = redact_value(request_id)
     if redacted == request_id:

@@ -31,6 +31,7 @@ from app.client import AsyncContextStoreClient
 from app.mcp_server import files
 from app.mcp_server.errors import answering
 from app.mcp_server.tools import StoreTools
+from app.redaction import redact_value
 
 INSTRUCTIONS = """\
 context-store keeps coding agents' working memory per project: MDAN-AUTO saves, autobyteus
@@ -232,7 +233,10 @@ def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[st
                 f"(from {item.note.get('from_agent')})"
                 for item in handovers.items
             ]
-        return "\n".join(lines)
+        # It quotes its arguments (the agent need not exist): a secret pasted there goes as
+        # it would in a problem.
+        text: str = redact_value("\n".join(lines))
+        return text
 
     return resume_where_i_left_off
 

@@ -310,13 +310,50 @@ def test_a_result_is_sent_as_the_route_answered_it_never_walked(app, client, mon
     assert stored.status_code == 201, stored.text
     walked = []
     monkeypatch.setattr(mcp_http, "json_without_secrets", lambda body: walked.append(body) or body)
-    answer = _post(
-        app,
-        key_of(client),
-        "tools/call",
-        {"name": "latest_mdan_save", "arguments": {"project": "p"}},
+    call = {"name": "latest_mdan_save", "arguments": {"project": "p"}}
+    answer = (
+        TestClient(app, base_url=BASE_URL)
+        .post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": call},
+            headers=HEADERS | key_headers(key_of(client)),
+        )
+        .json()
     )
     text = answer["result"]["content"][0]["text"]
     assert text == client.get("/v1/projects/p/saves/latest").text
     assert "password=[REDACTED:" in text and "Zq7Wk2" not in text
     assert walked == []
+
+
+def test_a_result_is_not_walked_when_its_id_is_read_past_a_wide_character():
+    """The id is read from the answer's first bytes, whose cut may fall inside a character
+    after it: that is no reason to walk the whole answer (1.5 s of CPU for 5.8 MB)."""
+    walked: list[bytes] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mcp_http, "json_without_secrets", lambda b: walked.append(b) or b)
+        for shift in range(4):
+            body = json.dumps(
+                {"jsonrpc": "2.0", "id": "req-1", "result": {"text": "x" * shift + "é" * 3000}},
+                ensure_ascii=False,
+                separators=(",", ":"),
+            ).encode()
+            assert mcp_http._id_without_secrets(body) is body
+    assert walked == []
+    secret = json.dumps({"jsonrpc": "2.0", "id": SECRET, "result": {"text": "é" * 3000}})
+    answer = mcp_http._id_without_secrets(secret.replace(", ", ",").replace(": ", ":").encode())
+    assert "Zq7Wk2" not in answer.decode() and json.loads(answer)["result"]["text"] == "é" * 3000
+
+
+def test_a_prompt_quoting_a_secret_pasted_as_an_argument_redacts_it(app, client, project):
+    """The resume prompt says whom it speaks to: an agent's name is any text the caller sends."""
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=DECISION).is_success
+    arguments = {"project": project, "agent": "ghp_Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5Ef7Gh9Jk1Mn"}
+    answer = _post(
+        app,
+        key_of(client),
+        "prompts/get",
+        {"name": "resume_where_i_left_off", "arguments": arguments},
+    )
+    text = answer["result"]["messages"][0]["content"]["text"]
+    assert text.startswith("You are [REDACTED:api_key]") and "Zq7Wk2" not in json.dumps(answer)
