@@ -45,6 +45,7 @@ from app.core.http_server import bounded_request_protocol
 from app.core.logs import configure_logging, gather_only_what_lines_show, logging_config
 from app.core.migrations import current_revision, head_revision, not_migrated_reason, upgrade
 from app.core.security import parse_scopes
+from app.formats.errors import MAX_LISTED
 from app.keys import service as keys
 
 # Plain help (click's): it rewraps each paragraph to the terminal, where rich's keeps the
@@ -448,10 +449,21 @@ def print_report(report: ArchiveReport, directory: Path, project: str) -> None:
             typer.echo(f"            {error['path']}: {error['message']}")
     for line in skipped_lines(report):
         typer.echo(line)
+    # The service lists the first 100 of each: past them, a count is at least what is listed.
+    cut = {
+        "warnings": report.warnings_truncated,
+        "refused": report.refused_truncated,
+        "skipped": report.skipped_truncated,
+    }
+    for what in (name for name, truncated in cut.items() if truncated):
+        typer.echo(f"more {what} than listed: the service lists the first {MAX_LISTED}")
     found = len(report.imported) + len(report.refused) + len(report.skipped)
+    over = {name: "over " if truncated else "" for name, truncated in cut.items()}
     typer.echo(
-        f"{_files(found)} found in {directory}: {len(report.imported)} imported into project "
-        f"{project}, {len(report.refused)} refused, {len(report.skipped)} skipped"
+        f"{over['refused'] or over['skipped']}{_files(found)} found in {directory}: "
+        f"{len(report.imported)} imported into project {project}, "
+        f"{over['refused']}{len(report.refused)} refused, "
+        f"{over['skipped']}{len(report.skipped)} skipped"
     )
 
 

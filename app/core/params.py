@@ -11,9 +11,12 @@ from app.formats.timestamps import to_utc
 
 
 def _digits(value: object) -> object:
-    # Python's int() also reads "+1", " 1", "0_1" and other scripts' digits: more names for 1.
-    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
-        raise ValueError("must be a number written in the digits 0-9 alone")
+    # Python's int() also reads "+1", " 1", "01", "0_1" and other scripts' digits: more names
+    # for 1.
+    if isinstance(value, str) and not (
+        value.isascii() and value.isdigit() and (value == "0" or not value.startswith("0"))
+    ):
+        raise ValueError("must be a number written in the digits 0-9 alone, without leading zeros")
     return value
 
 

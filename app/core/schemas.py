@@ -30,7 +30,12 @@ class ClosedBody(BaseModel):
     def _unknown_fields_past_the_listed_dropped(cls, data: Any) -> Any:
         if not isinstance(data, dict) or len(data) <= len(cls.model_fields) + MAX_LISTED:
             return data
-        named = {field.alias or name for name, field in cls.model_fields.items()}
+        # Every name a field may come under: its own, its alias, its validation alias.
+        named = set(cls.model_fields)
+        for field in cls.model_fields.values():
+            named |= {
+                alias for alias in (field.alias, field.validation_alias) if type(alias) is str
+            }
         kept: dict[Any, Any] = {}
         unknown = 0
         for key, value in data.items():

@@ -16,6 +16,7 @@ import pytest
 from app.cli import print_report, pull_directory, push_directory
 from app.client import ContextStoreClient
 from app.client.workspace import OutsideDirectory, pack, target_path, unpack
+from app.formats.errors import MAX_LISTED
 from tests.helpers import workspace_files
 
 CLI = [sys.executable, "-m", "app"]
@@ -197,6 +198,25 @@ def test_push_to_a_server_that_is_not_there_says_so(tmp_path):
     )
     assert result.returncode == 1
     assert "cannot reach" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_push_says_when_the_service_listed_only_the_first_refused(
+    client, project, tmp_path, capsys
+):
+    """The report lists the first 100 refused: the summary then counts at least that many,
+    and says the list was cut."""
+    source = tmp_path / "project"
+    broken = {f"features/f{n}/context.json": b"{" for n in range(MAX_LISTED + 5)}
+    _write_workspace(source, broken)
+    report = push_directory(ContextStoreClient(http=client), source, project)
+    assert report.refused_truncated and len(report.refused) == MAX_LISTED
+    print_report(report, source, project)
+    lines = capsys.readouterr().out.splitlines()
+    assert f"more refused than listed: the service lists the first {MAX_LISTED}" in lines
+    assert lines[-1] == (
+        f"over {MAX_LISTED} files found in {source}: 0 imported into project {project}, "
+        f"over {MAX_LISTED} refused, 0 skipped"
+    )
 
 
 def test_push_says_what_it_found_imported_skipped_and_why(client, project, tmp_path, capsys):

@@ -238,10 +238,13 @@ def test_missing_saves_are_404(client, project):
     assert_problem(client.get(_url(project, "/not-a-number")), 422)
 
 
-@pytest.mark.parametrize("alias", ["+1", "%201", "1%20", "01_", "0_1", "%D9%A1", "1.0"])
+@pytest.mark.parametrize(
+    "alias", ["+1", "%201", "1%20", "01_", "0_1", "%D9%A1", "1.0", "01", "0001"]
+)
 def test_a_save_id_is_its_digits_alone(client, project, alias):
-    """Python's int() reads "+1", " 1", "0_1" and Arabic-Indic "١" as 1: each was another name
-    of save 1 (a helper's finding). An id is ASCII digits."""
+    """Python's int() reads "+1", " 1", "01", "0_1" and Arabic-Indic "١" as 1: each was another
+    name of save 1 (a helper's finding, "01" the review's). An id is ASCII digits, without a
+    leading zero."""
     import_save(client, project, seed_save())
     body = assert_problem(client.get(_url(project, f"/{alias}")), 422)
     assert [error["path"] for error in body["errors"]] == ["path.save_id"]
