@@ -54,7 +54,11 @@ def decompress(data: bytes, limit: int) -> bytes:
             produced += len(chunk)
             if produced > limit:
                 raise DecompressedTooLarge(limit)
-    except (_ZlibError, EOFError, OSError) as exc:  # OSError: gzip's BadGzipFile
+    except EOFError as exc:
+        # zlib-ng's reader says the same of a member cut short and of bytes after a member
+        # that do not start another.
+        raise GzipError("a member is cut short, or what follows one is not a member") from exc
+    except (_ZlibError, OSError) as exc:  # OSError: gzip's BadGzipFile
         raise GzipError(f"invalid gzip data: {exc}") from exc
     return b"".join(output)
 
