@@ -66,57 +66,66 @@ SDK_REFUSALS: dict[int, type[Problem]] = {
 
 
 # The SDK writes each answer with pydantic, its fields in their order: the request's id
-# follows this.
+# follows this, then the answer's member, ``"result"`` or ``"error"``.
 _ANSWERED_ID = b'{"jsonrpc":"2.0","id":'
+_RESULT = b',"result":'
+# How a tool's result says it is an error (pydantic writes JSON without spaces); a result
+# without these bytes is none.
+_TOOL_ERROR = b'"isError":true'
 # The most of an answer read to find the id's end (an id longer is rare: the answer is then
 # redacted whole).
 _ID_BYTES = 4096
 _DECODER = json.JSONDecoder()
 
 
-def _is_error(body: bytes) -> bool:
-    """Whether the answer is an error, or a tool's error."""
-    if b'"error"' not in body and b'"isError"' not in body:
-        return False
-    answer = json.loads(body)
-    if not isinstance(answer, dict):
-        return False
-    result = answer.get("result")
-    return "error" in answer or (isinstance(result, dict) and result.get("isError") is True)
-
-
-def _id_without_secrets(body: bytes) -> bytes:
-    """A result with the request's id redacted: sent back as it came. The rest is the routes'
-    answers, whose documents are redacted as they are stored, or a prompt's text, redacted as
-    it is made (``app/mcp_server/server.py``). Read where the SDK writes it: a whole result
-    walked for a secret cost a 10 MB save's read 1.9 s of CPU, its own stored markers sending
-    every text to the patterns. An answer of another shape is redacted whole."""
+def _answered_id(body: bytes) -> tuple[object, int] | None:
+    """The request's id, as the answer carries it back, and where it ends in the answer's
+    bytes; None for an answer of another shape (or an id longer than ``_ID_BYTES``)."""
     if not body.startswith(_ANSWERED_ID):
-        return json_without_secrets(body)
+        return None
     at = len(_ANSWERED_ID)
-    if body[at : at + 1] != b'"':
-        return body  # a number: no secret
+    # A cut inside a character can only fall after the id's end: dropping it is exact.
+    text = body[at : at + _ID_BYTES].decode("utf-8", "ignore")
     try:
-        # A cut inside a character can only fall after the id's end: dropping it is exact.
-        text = body[at : at + _ID_BYTES].decode("utf-8", "ignore")
         request_id, end = _DECODER.raw_decode(text)
-    except ValueError:  # an id cut short by _ID_BYTES
-        return json_without_secrets(body)
-    redacted = redact_value(request_id)
-    if redacted == request_id:
-        return body
-    return body[:at] + json.dumps(redacted).encode() + body[at + len(text[:end].encode()) :]
+    except ValueError:
+        return None
+    return request_id, at + len(text[:end].encode())
+
+
+def _is_tool_error(body: bytes) -> bool:
+    """Whether a result is a tool's error. Told from its bytes, not parsed: a read of a large
+    save answers its document twice (as text and as structured content), and parsing it held
+    the interpreter's lock, and so the event loop, for 250 ms a 48 MB save (json's parser
+    runs in C, in one call, even in a worker thread). Parsed only when the bytes are there,
+    which a stored document may hold in a member of its own."""
+    if _TOOL_ERROR not in body:
+        return False
+    result = json.loads(body).get("result")
+    return isinstance(result, dict) and result.get("isError") is True
 
 
 def _answer_without_secrets(body: bytes) -> bytes:
     """A JSON-RPC answer with any secret it quotes redacted. An error, or a tool's error, may
     quote what the caller sent (an unknown method, tool, resource or prompt name: a key pasted
-    in the wrong place): redacted always, as every problem's text is. A result carries the
-    request's id back as it was sent: redacted when redaction is on, as every write's answer is
-    (a caller whose id held a secret then cannot match it, and gets no secret back)."""
-    if _is_error(body):
+    in the wrong place): redacted always, as every problem's text is, and so is an answer of a
+    shape the SDK does not write. A result carries the request's id back as it was sent: the
+    id redacted when redaction is on, as every write's answer is (a caller whose id held a
+    secret then cannot match it, and gets no secret back). The rest of a result is the
+    routes' answers, whose documents are redacted as they are stored, or a prompt's text,
+    redacted as it is made (``app/mcp_server/server.py``); walking it for a secret cost a 10
+    MB save's read 1.9 s of CPU, its own stored markers sending every text to the patterns."""
+    answered = _answered_id(body)
+    if answered is None or not body.startswith(_RESULT, answered[1]) or _is_tool_error(body):
         return json_without_secrets(body)
-    return _id_without_secrets(body) if redaction.enabled() else body
+    if not redaction.enabled():
+        return body
+    request_id, end = answered
+    redacted = redact_value(request_id)
+    if redacted == request_id:
+        return body
+    at = len(_ANSWERED_ID)
+    return body[:at] + json.dumps(redacted).encode() + body[end:]
 
 
 def _answered(request: Request, send: Send) -> Send:
@@ -141,17 +150,19 @@ def _answered(request: Request, send: Send) -> Send:
         if message["type"] != "http.response.body" or (refusal is None and start is None):
             await send(message)
             return
-        body.extend(message.get("body", b""))
         if message.get("more_body", False):
+            body.extend(message.get("body", b""))
             return
+        # The SDK sends its answer in one message: no copy of it (a read of a 48 MB save
+        # answers twice that, its text and its structured content).
+        whole: bytes = bytes(body) + message.get("body", b"") if body else message["body"]
         if refusal is not None:
-            problem = refusal(body.decode("utf-8", errors="replace"))
+            problem = refusal(whole.decode("utf-8", errors="replace"))
             await problem_response(problem, request)(request.scope, request.receive, send)
             return
         assert start is not None
-        # Off the event loop: an error is parsed to be redacted, and a tool's answer to be
-        # told from one (a read of a large save: tens of milliseconds).
-        answer = await run_in_threadpool(_answer_without_secrets, bytes(body))
+        # Off the event loop: an error is parsed to be redacted.
+        answer = await run_in_threadpool(_answer_without_secrets, whole)
         MutableHeaders(scope=start)["content-length"] = str(len(answer))
         await send(start)
         await send({"type": "http.response.body", "body": answer, "more_body": False})

@@ -2,6 +2,7 @@
 JSON-RPC errors (never a logged traceback), two tenants at once each act as themselves, and
 with AUTH=off the tools work on the loopback address the rebinding check answers."""
 
+import asyncio
 import base64
 import json
 import logging
@@ -14,11 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.config import AuthMode
+from app.core.redaction import RequestRedactions
+from app.formats import jsondoc
 from app.main import create_app
 from app.mcp_server import http as mcp_http
 from tests.conftest import make_settings
 from tests.helpers import LOOPBACK, seed_save
 from tests.mcp_client import BASE_URL, key_headers, key_of
+from tests.platform.world import populate, tool_calls
 
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
 INVALID_PARAMS = -32602
@@ -333,16 +337,128 @@ def test_a_result_is_not_walked_when_its_id_is_read_past_a_wide_character():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mcp_http, "json_without_secrets", lambda b: walked.append(b) or b)
         for shift in range(4):
-            body = json.dumps(
-                {"jsonrpc": "2.0", "id": "req-1", "result": {"text": "x" * shift + "é" * 3000}},
-                ensure_ascii=False,
-                separators=(",", ":"),
-            ).encode()
-            assert mcp_http._id_without_secrets(body) is body
+            body = _compact(
+                {"jsonrpc": "2.0", "id": "req-1", "result": {"text": "x" * shift + "é" * 3000}}
+            )
+            assert mcp_http._answer_without_secrets(body) is body
     assert walked == []
-    secret = json.dumps({"jsonrpc": "2.0", "id": SECRET, "result": {"text": "é" * 3000}})
-    answer = mcp_http._id_without_secrets(secret.replace(", ", ",").replace(": ", ":").encode())
+    secret = _compact({"jsonrpc": "2.0", "id": SECRET, "result": {"text": "é" * 3000}})
+    answer = mcp_http._answer_without_secrets(secret)
     assert "Zq7Wk2" not in answer.decode() and json.loads(answer)["result"]["text"] == "é" * 3000
+
+
+def _compact(answer: dict[str, Any]) -> bytes:
+    """An answer as the SDK writes it (pydantic: no spaces, characters as they are)."""
+    return json.dumps(answer, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _tool_result(document: dict[str, Any], **result: Any) -> bytes:
+    content = [{"type": "text", "text": json.dumps(document, indent=2)}]
+    return _compact(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"content": content, "structuredContent": {"document": document}} | result,
+        }
+    )
+
+
+def test_a_tools_result_is_told_from_an_error_by_its_bytes_never_parsed(monkeypatch):
+    """A read answers its document twice (text and structured content); parsing the answer
+    to learn whether it is an error held the event loop 250 ms for a 48 MB save (json's parser
+    runs in C, holding the interpreter's lock, in a worker thread too). A document's own
+    ``error`` members and values are no error of the answer."""
+    document = {"error": "boom", "errors": [{"error": {"code": 1}}], "isError": False}
+    parsed: list[object] = []
+    original = json.loads
+    monkeypatch.setattr(json, "loads", lambda *a, **k: parsed.append(a) or original(*a, **k))
+    for body in (_tool_result(document), _tool_result(document, isError=False)):
+        assert mcp_http._answer_without_secrets(body) is body
+    assert parsed == []
+
+
+def test_a_document_holding_its_own_is_error_member_is_no_tools_error(monkeypatch):
+    """``"isError":true`` in the bytes may be a member of the document the tool read: the
+    answer is then parsed, and the result's own member tells."""
+    walked: list[bytes] = []
+    monkeypatch.setattr(mcp_http, "json_without_secrets", lambda b: walked.append(b) or b)
+    body = _tool_result({"tool_calls": [{"isError": True}]})
+    assert mcp_http._answer_without_secrets(body) is body
+    assert walked == []
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"jsonrpc": "2.0", "id": 3, "result": {"content": [], "isError": True}},
+        {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "x"}},
+        [{"jsonrpc": "2.0", "id": 3, "result": {}}],
+    ],
+    ids=["tool error", "error", "another shape"],
+)
+def test_an_error_or_an_answer_of_another_shape_is_redacted_whole(answer):
+    """With redaction off too: an error may quote what the caller sent."""
+    quoted = f"password={SECRET}"
+    body = _compact(answer).replace(b'"x"', json.dumps(quoted).encode())
+    if b"content" in body:
+        body = body.replace(b"[]", _compact([{"type": "text", "text": quoted}]))
+    if isinstance(answer, list):
+        body = body.replace(b"{}", _compact({"text": quoted}))
+    assert SECRET.encode() in body
+    for enabled in (True, False):
+        with RequestRedactions(enabled=enabled):
+            assert SECRET.encode() not in mcp_http._answer_without_secrets(body)
+
+
+def _on_the_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("write", "read"),
+    [
+        ("save_mdan_save", "latest_mdan_save"),
+        ("put_working_context_snapshot", "get_working_context_snapshot"),
+        ("put_running_summary", "get_running_summary"),
+    ],
+)
+def test_a_tools_document_is_written_and_read_off_the_event_loop(
+    app, client, project, monkeypatch, write, read
+):
+    """A tool's document argument is made into its file, and a file read into a result, in a
+    worker thread: on the event loop, Python's indenting encoder held every other request up
+    for 480 ms with a 48 MB save, and the read's parse for 100 ms."""
+    marker = "marker-" + secrets.token_hex(4)
+    arguments = tool_calls(populate(client, project))[write]
+    name = next(name for name, value in arguments.items() if isinstance(value, dict))
+    arguments[name]["note"] = marker
+    on_the_loop: list[str] = []
+
+    def watched(function: Any, label: str) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            text = result if isinstance(result, (str, bytes)) else args[0]
+            seen = marker in (text if isinstance(text, str) else text.decode("utf-8", "replace"))
+            if seen and _on_the_event_loop():
+                on_the_loop.append(label)
+            return result
+
+        return call
+
+    monkeypatch.setattr(json, "dumps", watched(json.dumps, "json.dumps"))
+    monkeypatch.setattr(json, "loads", watched(json.loads, "json.loads"))
+    monkeypatch.setattr(jsondoc, "dumps_indent2", watched(jsondoc.dumps_indent2, "dumps_indent2"))
+    key = key_of(client)
+    written = _post(app, key, "tools/call", {"name": write, "arguments": arguments})
+    assert not written["result"].get("isError"), written
+    where = {field: value for field, value in arguments.items() if field != name}
+    answer = _post(app, key, "tools/call", {"name": read, "arguments": where})
+    assert answer["result"]["structuredContent"]["document"]["note"] == marker, answer
+    assert on_the_loop == []
 
 
 def test_a_prompt_quoting_a_secret_pasted_as_an_argument_redacts_it(app, client, project):
