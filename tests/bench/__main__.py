@@ -3,8 +3,9 @@
 Every figure is a ratio to a ceiling measured in the same run, so that a busy machine moves
 both sides of it: small appends against a bare FastAPI endpoint, large saves against parsing,
 rendering and one database write in-process, the pack and restore against themselves with
-fewer items, appends into a growing project, feature or run against the first block, and
-LangGraph's checkpointer and store in-process beside the saves and appends. Servers run on
+fewer items, appends into a growing project, feature or run against the first block,
+LangGraph's checkpointer and store in-process beside the saves and appends, and how long a
+large save through MCP holds other requests up against the same save through REST. Servers run on
 one core, the load generator on the other. Writes the results as JSON and markdown and prints
 the tables.
 """
@@ -21,7 +22,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from tests.bench import appends, concurrency, floor, growth, peers, saves, scaling
+from tests.bench import appends, concurrency, floor, growth, peers, saves, scaling, stalls
 from tests.bench.report import markdown, plans_text
 from tests.bench.servers import (
     ROOT,
@@ -33,7 +34,7 @@ from tests.bench.servers import (
     postgres_reachable,
 )
 
-PARTS = ("appends", "floor", "saves", "peers", "scaling", "growth", "concurrency")
+PARTS = ("appends", "floor", "saves", "peers", "stalls", "scaling", "growth", "concurrency")
 
 
 def _arguments() -> argparse.Namespace:
@@ -120,6 +121,9 @@ def _backend_parts(
             def run_peers() -> None:
                 found["peers"] = [peers.run(backend, database, cores, workdir)]
 
+            def run_stalls() -> None:
+                found["stalls"] = stalls.run(backend, server, database.key, workdir)
+
             def run_growth() -> None:
                 found["growth"] = growth.run(
                     backend,
@@ -144,6 +148,7 @@ def _backend_parts(
             part("concurrency", run_concurrency)
             part("saves", run_saves)
             part("peers", run_peers)
+            part("stalls", run_stalls)
             part("scaling", run_scaling)
             part("growth", run_growth)
     finally:

@@ -178,6 +178,36 @@ def markdown(results: dict[str, Any]) -> str:
                 for r in results["growth"]
             ],
         )
+    if results.get("stalls"):
+        lines += [
+            "Other requests during one large call (another client asking /healthz every 10 ms; "
+            "the longest it waited, median of three calls; ratio = over the REST route's with "
+            "the same save):",
+            "",
+        ]
+        lines += _table(
+            [
+                "backend",
+                "save MB",
+                "call",
+                "call ms",
+                "longest wait ms",
+                "its p50 ms",
+                "ratio",
+            ],
+            [
+                [
+                    r["backend"],
+                    r["save_mb"],
+                    r["door"],
+                    r["call_ms"],
+                    r["longest_wait_ms"],
+                    r["probe_p50_ms"],
+                    r["ratio"],
+                ]
+                for r in results["stalls"]
+            ],
+        )
     if results.get("concurrency"):
         lines += ["Run state under concurrent iteration starts:", ""]
         lines += _table(
