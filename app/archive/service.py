@@ -641,6 +641,13 @@ def _admit(entry: archive_format.Entry, limits: Limits, budget: _Budget) -> Memb
             entry.name,
             InvalidContent("An absolute path or one with '..' could reach outside the project."),
         )
+    if entry.type is archive_format.EntryType.sparse:
+        return _refusal(
+            path,
+            InvalidContent(
+                "A sparse file (its holes not stored in the tar) is not imported: archive it whole."
+            ),
+        )
     if entry.type is not archive_format.EntryType.file:
         return _refusal(
             path, InvalidContent("Only regular files are imported, not links or devices.")

@@ -59,6 +59,9 @@ class EntryType(StrEnum):
     file = "file"
     directory = "directory"
     link = "link"
+    # A file whose holes the tar does not store (GNU's or PAX's sparse forms): its size is
+    # what it expands to, which a few hundred bytes of archive may declare as 60 MiB.
+    sparse = "sparse"
     special = "special"
 
 
@@ -72,6 +75,8 @@ class Entry:
 
 
 def _entry_type(member: tarfile.TarInfo) -> EntryType:
+    if member.issparse():
+        return EntryType.sparse
     if member.isreg():
         return EntryType.file
     if member.isdir():
@@ -83,7 +88,9 @@ def _entry_type(member: tarfile.TarInfo) -> EntryType:
 
 def read(tar_bytes: bytes, limit: int) -> Iterator[Entry]:
     """The members of an uncompressed tar, in order. A file over ``limit`` bytes comes
-    without its content; a stream that is not a tar (or is cut short) is malformed."""
+    without its content, and so does a sparse one: its holes would be made whole in memory
+    (1,000 members of 60 MiB each held a server's CPU 70 s, from 7 KB of request); a stream
+    that is not a tar (or is cut short) is malformed."""
     try:
         with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
             for member in tar:

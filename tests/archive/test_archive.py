@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event
 
 from app.archive import service as archive_service
+from app.formats import archive as archive_format
 from app.formats.errors import MAX_LISTED
 from tests.helpers import (
     GOLDEN,
@@ -195,6 +196,72 @@ def test_traversal_links_and_devices_are_refused_unknown_files_skipped(client, p
     assert all(item["status"] in (404, 422) for item in report["refused"])
     assert report["skipped"] == [{"path": "notes/readme.txt", "reason": "not a file of the layout"}]
     assert report["imported"] == []
+
+
+SPARSE_SIZE = 60 * 1024 * 1024
+
+
+def _gnu_sparse(name: str, stored: bytes) -> bytes:
+    """A member in GNU's own sparse form (type ``S``): ``stored`` at the end of a file of
+    ``SPARSE_SIZE`` bytes whose holes the tar does not hold."""
+    info = tarfile.TarInfo(name)
+    info.type = tarfile.GNUTYPE_SPARSE
+    info.size = len(stored)
+    header = bytearray(info.tobuf(tarfile.GNU_FORMAT))
+
+    def octal(number: int) -> bytes:
+        return b"%011o\0" % number
+
+    header[386:410] = octal(SPARSE_SIZE - len(stored)) + octal(len(stored))  # the map
+    header[483:495] = octal(SPARSE_SIZE)  # the real size
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header) + stored + b"\0" * (-len(stored) % tarfile.BLOCKSIZE)
+
+
+def _sparse_members() -> bytes:
+    """A save, a feature's context and a file outside the layout, each sparse in GNU's form,
+    then in PAX's (version 0.1), beside a file that imports."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in ("mdan/mdan-save-1705314225.json", "features/f/context.json", "junk/a.bin"):
+            member = _gnu_sparse(name, b"{}")
+            tar.fileobj.write(member)  # type: ignore[union-attr]  # tarfile's writer has no such member
+            tar.offset += len(member)
+        for name in ("mdan/mdan-save-1705314226.json", "junk/b.bin"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            info.pax_headers = {"GNU.sparse.map": "0,2", "GNU.sparse.size": str(SPARSE_SIZE)}
+            tar.addfile(info, io.BytesIO(b"{}"))
+        decision = b'[{"id": "dec-1", "decision": "x"}]'
+        info = tarfile.TarInfo(".autonomous/context/key-decisions.json")
+        info.size = len(decision)
+        tar.addfile(info, io.BytesIO(decision))
+    return gzip.compress(buffer.getvalue())
+
+
+def test_sparse_members_are_refused_and_never_expanded(client, project):
+    """A sparse member declares its expanded size: read, each made 60 MiB of zeros in memory,
+    and a thousand of them, 7 KB of request, held a server's CPU 70 s (a helper's live run,
+    2026-11-27), skipped or not."""
+    archive = _sparse_members()
+    report = _post(client, project, archive).json()
+    assert [item["path"] for item in report["refused"]] == [
+        "mdan/mdan-save-1705314225.json",
+        "features/f/context.json",
+        "junk/a.bin",
+        "mdan/mdan-save-1705314226.json",
+        "junk/b.bin",
+    ]
+    assert {item["detail"] for item in report["refused"]} == {
+        "A sparse file (its holes not stored in the tar) is not imported: archive it whole."
+    }
+    imported = [item["path"] for item in report["imported"]]
+    assert imported == [".autonomous/context/key-decisions.json"]
+    entries = list(archive_format.read(gzip.decompress(archive), 64 * 1024 * 1024))
+    sparse = [entry for entry in entries if entry.size == SPARSE_SIZE]
+    assert len(sparse) == 5
+    assert all(entry.type == "sparse" and entry.content is None for entry in sparse)
 
 
 def _flood(members: int) -> bytes:

@@ -241,3 +241,39 @@ def test_a_value_after_one_named_as_a_secret_is_found_at_its_own_place():
         {"path": "/config/note", "kind": "api_key", "count": 1},
         {"path": "/after/0", "kind": "api_key", "count": 1},
     ]
+
+
+# Texts on which a pattern that may start anywhere in a run of its own characters reads to the
+# run's end from each start: the square of the text's length. The helper's decision of 150 KB
+# held the server 44 s; at a MiB each of these took hours.
+_RUNS = [
+    "a" * 2**20 + " https://user:pw@host",
+    "a1" * 2**19 + " x",
+    "a" * 2**20 + ":",
+    "http://" + "u" * 2**20,
+    "http://x:" + "p" * 2**20,
+    "-----BEGIN " + "A" * 2**20,
+    'password="' + "a" * 2**20,
+]
+
+
+@pytest.mark.timeout(60)  # a hang guard: each takes milliseconds, and took hours before
+@pytest.mark.parametrize("text", _RUNS, ids=range(len(_RUNS)))
+def test_a_long_run_of_a_patterns_characters_costs_it_one_reading(text):
+    for _kind, pattern, replacement in redaction._REPLACEMENTS:
+        pattern.subn(replacement, text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "postgres://admin:Pg-Qz7Wk2Lm9@db.internal:5432/app",
+        "1https://user:pw1234@host",
+        "x-git+ssh://me:hunter2@example.com",
+        "see (https://u:p@h) and ftp://a:b@c",
+    ],
+)
+def test_a_urls_password_is_found_wherever_its_scheme_begins(text):
+    redacted = redaction.redact_value(text)
+    assert "[REDACTED:url_credential]@" in redacted
+    assert redacted.count("[REDACTED:url_credential]") == text.count("@")
