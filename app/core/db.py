@@ -102,7 +102,8 @@ class SearchableText(TypeDecorator[str]):
 
     The document keeps its exact text; the column only has to find it. PostgreSQL text holds
     neither NUL nor lone surrogates, so those become U+FFFD here, on the way in and in every
-    comparison (the same rule applies to a filter's value, so a search still matches).
+    comparison (the same rule applies to a filter's value, so a search still matches), and
+    its indexes no long text, so the column keeps the first ``INDEXED_CHARACTERS``.
     """
 
     impl = String()
@@ -113,14 +114,17 @@ class SearchableText(TypeDecorator[str]):
         return str
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
-        return None if value is None else searchable(value)
+        return None if value is None else indexed(value)
 
 
 class SearchableLongText(SearchableText):
-    """SearchableText in an unbounded TEXT column."""
+    """SearchableText in an unbounded TEXT column, whole (no B-tree index holds it)."""
 
     impl = Text()
     cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else searchable(value)
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -128,6 +132,17 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 def searchable(text: str) -> str:
     return _UNSTORABLE.sub("\ufffd", text)
+
+
+# PostgreSQL's B-tree index takes a row of at most 2,704 bytes: an indexed column's copy of a
+# document's text keeps this many characters of it (2,048 bytes of UTF-8 at most), and so does
+# a value compared with it. A save whose project name was 3,000 characters was a 500.
+INDEXED_CHARACTERS = 512
+
+
+def indexed(text: str) -> str:
+    """``text`` as an indexed column holds it: storable, and its first ``INDEXED_CHARACTERS``."""
+    return searchable(text[:INDEXED_CHARACTERS])
 
 
 def table_of(model: type[SQLModel]) -> Table:

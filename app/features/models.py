@@ -1,9 +1,9 @@
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, String, UniqueConstraint
+from sqlalchemy import BigInteger, Column, ForeignKey, Index, LargeBinary, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
-from app.core.db import BigIntPK, UTCDateTime, utcnow
+from app.core.db import BigIntPK, SearchableText, UTCDateTime, utcnow
 from app.projects.models import project_id_column
 
 
@@ -23,10 +23,10 @@ class FeatureContext(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True, sa_type=BigIntPK)
     project_id: int = Field(sa_column=project_id_column())
     feature_id: str = Field(max_length=128)
-    # From the document: unbounded, so that no value of the file can overflow a column.
-    current_phase: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    # From the document, as lists find them: any length of text, kept to what an index holds.
+    current_phase: str | None = Field(default=None, sa_column=Column(SearchableText, nullable=True))
     intervention_required: bool = False
-    blocked_task: str | None = Field(default=None, sa_column=Column(String, nullable=True))
+    blocked_task: str | None = Field(default=None, sa_column=Column(SearchableText, nullable=True))
     # The head: the file with handover_notes.history empty, its "[" at parts_at. None: the
     # whole file (one without that array, or stored before migration 0013 and not changed
     # since).

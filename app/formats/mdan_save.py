@@ -314,7 +314,9 @@ def _bigint_column(value: int) -> int | None:
     return value if value in jsondoc.INT64 else None
 
 
-def summarize(document: dict[str, Any]) -> Summary:
+def summarize(document: dict[str, Any], listed_characters: int) -> Summary:
+    """``listed_characters``: the most of a text the listing's columns hold (the rest is kept
+    in the file, and ``unlisted`` names each text cut)."""
     timestamp = parse_iso8601(document["timestamp"])
     assert timestamp is not None, "summarize() takes a document that parse() has checked"
     usage = document["context"]["token_usage"]
@@ -332,6 +334,19 @@ def summarize(document: dict[str, Any]) -> Summary:
             )
         return stored
 
+    held = f"the saves listing holds the first {listed_characters} characters"
+    for path in (("project", "name"), ("phases", "current")):
+        if len(document[path[0]][path[1]]) > listed_characters:
+            unlisted.append(FieldWarning(jsondoc.pointer(*path), f"kept as written; {held}"))
+    # One warning for them all: a save may name thousands of phases.
+    long_phases = sum(len(phase) > listed_characters for phase in document["phases"]["status"])
+    if long_phases:
+        unlisted.append(
+            FieldWarning(
+                jsondoc.pointer("phases", "status"),
+                f"{long_phases} phase name(s) kept as written; {held} of each",
+            )
+        )
     return Summary(
         timestamp=timestamp,
         project_name=document["project"]["name"],

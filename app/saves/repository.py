@@ -5,7 +5,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, delete
 from sqlmodel import col, select
 
-from app.core.db import DriverStatement, insert_bound, searchable, table_of
+from app.core.db import DriverStatement, indexed, insert_bound, table_of
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
 from app.storage.repository import ProjectScopedRepository
@@ -38,8 +38,9 @@ class SaveRepository(ProjectScopedRepository[Save]):
     key = ("number",)
 
     def add_phase_statuses(self, save_id: int, phase_statuses: dict[str, str]) -> None:
-        # Keyed as stored: names that differ only in unstorable characters become one row.
-        rows = {searchable(phase): status for phase, status in phase_statuses.items()}
+        # Keyed as stored: names that differ only in unstorable characters, or past the
+        # characters an index holds, become one row.
+        rows = {indexed(phase): status for phase, status in phase_statuses.items()}
         INSERT_PHASE_STATUSES.run_many(
             self.connection(),
             [

@@ -7,7 +7,7 @@ from sqlmodel import Session
 
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
-from app.core.db import utcnow
+from app.core.db import INDEXED_CHARACTERS, utcnow
 from app.core.documents import Download
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
@@ -47,7 +47,7 @@ def _rendered(document: dict[str, Any]) -> tuple[mdan_save.Summary, dict[str, An
     over ``COMPRESS_OVER_BYTES``), their ETag (the file's own bytes') and every column read
     from it. Rendering, compressing and hashing are the slow part of a large save: done before
     a write takes its locks wherever the row is not needed first (an import)."""
-    summary = mdan_save.summarize(document)
+    summary = mdan_save.summarize(document, INDEXED_CHARACTERS)
     content = mdan_save.render(document)
     gzipped = len(content) > COMPRESS_OVER_BYTES
     return summary, {

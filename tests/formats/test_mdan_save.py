@@ -118,7 +118,7 @@ def test_numbers_python_writes_are_kept_and_left_out_of_the_columns():
     parsed, warnings = mdan_save.parse(raw, NOW)
     assert warnings == []
     assert mdan_save.render(parsed) == raw
-    summary = mdan_save.summarize(parsed)
+    summary = mdan_save.summarize(parsed, 512)
     assert (summary.save_count, summary.token_total, summary.token_limit) == (None, None, None)
     assert summary.token_percentage is None and summary.resume_count == 0
     assert {w.path for w in summary.unlisted} == {
@@ -137,7 +137,7 @@ def test_a_missing_percentage_of_integers_no_float_divides_is_the_default():
 
 
 def test_filename_is_the_unix_seconds_of_the_timestamp():
-    summary = mdan_save.summarize(mdan_save.parse(python_indent2(seed_save()), NOW)[0])
+    summary = mdan_save.summarize(mdan_save.parse(python_indent2(seed_save()), NOW)[0], 512)
     assert mdan_save.filename_for(summary.timestamp) == "mdan-save-1705314225.json"
     assert summary.current_phase == "IMPLEMENT" and not summary.all_phases_complete
 

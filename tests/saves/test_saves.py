@@ -3,6 +3,8 @@
 import gzip
 import json
 import logging
+import random
+import string
 
 import pytest
 from sqlalchemy import text
@@ -341,3 +343,42 @@ def test_automatic_retention_can_be_turned_off(database_url, tenant, project):
         done = import_save(client, project, _complete(seed_save(), "2024-02-01T00:00:00Z"))
         assert done.json()["pruned"] == 0
         assert len(client.get(_url(project)).json()["items"]) == 2
+
+
+def _long_text(seed: int) -> str:
+    """3,000 characters that compress poorly: PostgreSQL's index rows stop at 2,704 bytes."""
+    rng = random.Random(seed)
+    return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(3000))
+
+
+def test_texts_longer_than_an_index_holds_are_stored_whole_and_listed_cut(client, project):
+    """A project name, a current phase and a phase name of 3,000 characters: a 500 on
+    PostgreSQL before (its B-tree index rows), stored on SQLite. The file keeps them whole;
+    the listing's columns their first 512 characters, and the receipt says so."""
+    document = seed_save()
+    name, phase, other = _long_text(1), _long_text(2), _long_text(3)
+    document["project"]["name"] = name
+    document["phases"]["current"] = phase
+    document["phases"]["status"][other] = "pending"
+    stored = import_save(client, project, document)
+    assert stored.status_code == 201, stored.text
+    warned = {w["path"]: w["message"] for w in stored.json()["warnings"]}
+    assert warned["/project/name"].endswith("the saves listing holds the first 512 characters")
+    assert "/phases/current" in warned
+    assert warned["/phases/status"].startswith("1 phase name(s) kept as written")
+    saves = f"/v1/projects/{project}/saves"
+    assert client.get(f"{saves}/latest").content == python_indent2(document)
+    listed = client.get(saves, params={"phase": phase}).json()["items"]
+    assert [item["project_name"] for item in listed] == [name[:512]]
+    statuses = client.get(saves, params={"phase": other[:512] + "x", "limit": 5})
+    assert statuses.status_code == 200
+
+
+def test_a_feature_context_with_a_long_phase_is_stored_and_listed(client, project):
+    context = {"feature_id": "f", "current_phase": _long_text(4)}
+    response = client.put(f"/v1/projects/{project}/features/f/context", json=context)
+    assert response.status_code in (200, 201), response.text
+    document = client.get(f"/v1/projects/{project}/features/f/context").json()
+    assert document["current_phase"] == context["current_phase"]
+    listed = client.get(f"/v1/projects/{project}/features").json()["items"]
+    assert [item["current_phase"] for item in listed] == [context["current_phase"][:512]]
