@@ -65,22 +65,23 @@ SDK_REFUSALS: dict[int, type[Problem]] = {
 }
 
 
-# The SDK writes each answer with pydantic, its fields in their order: the request's id
-# follows this, then the answer's member, ``"result"`` or ``"error"``.
+# The SDK writes an answer's members in this order and without spaces (pydantic's
+# ``model_dump_json``, for the 2025 protocol versions): the request's id follows this, then
+# the answer's member, ``"result"`` or ``"error"``. An answer that does not start so (an id
+# longer than ``_ID_BYTES``; the 2026 version's writer, which may put the id last) is parsed.
 _ANSWERED_ID = b'{"jsonrpc":"2.0","id":'
 _RESULT = b',"result":'
-# How a tool's result says it is an error (pydantic writes JSON without spaces); a result
-# without these bytes is none.
+# How a tool's result says it is an error; a result without these bytes is none.
 _TOOL_ERROR = b'"isError":true'
-# The most of an answer read to find the id's end (an id longer is rare: the answer is then
-# redacted whole).
+# The most of an answer read to find the id's end.
 _ID_BYTES = 4096
 _DECODER = json.JSONDecoder()
 
 
 def _answered_id(body: bytes) -> tuple[object, int] | None:
     """The request's id, as the answer carries it back, and where it ends in the answer's
-    bytes; None for an answer of another shape (or an id longer than ``_ID_BYTES``)."""
+    bytes; None for an answer that does not start as ``_ANSWERED_ID`` says (or an id longer
+    than ``_ID_BYTES``)."""
     if not body.startswith(_ANSWERED_ID):
         return None
     at = len(_ANSWERED_ID)
@@ -93,30 +94,47 @@ def _answered_id(body: bytes) -> tuple[object, int] | None:
     return request_id, at + len(text[:end].encode())
 
 
+def _is_result(answer: object) -> bool:
+    """Whether a parsed answer is a result, and no tool's error."""
+    if not isinstance(answer, dict) or "error" in answer:
+        return False
+    result = answer.get("result")
+    return isinstance(result, dict) and result.get("isError") is not True
+
+
 def _is_tool_error(body: bytes) -> bool:
     """Whether a result is a tool's error. Told from its bytes, not parsed: a read of a large
     save answers its document twice (as text and as structured content), and parsing it held
     the interpreter's lock, and so the event loop, for 250 ms a 48 MB save (json's parser
     runs in C, in one call, even in a worker thread). Parsed only when the bytes are there,
     which a stored document may hold in a member of its own."""
-    if _TOOL_ERROR not in body:
-        return False
-    result = json.loads(body).get("result")
-    return isinstance(result, dict) and result.get("isError") is True
+    return _TOOL_ERROR in body and not _is_result(json.loads(body))
+
+
+def _parsed_without_secrets(body: bytes) -> bytes:
+    """``_answer_without_secrets`` for an answer whose start does not tell what it is."""
+    try:
+        result = _is_result(json.loads(body))
+    except ValueError:  # not JSON (an empty body): nothing to parse
+        result = False
+    return json_without_secrets(body) if not result or redaction.enabled() else body
 
 
 def _answer_without_secrets(body: bytes) -> bytes:
     """A JSON-RPC answer with any secret it quotes redacted. An error, or a tool's error, may
     quote what the caller sent (an unknown method, tool, resource or prompt name: a key pasted
-    in the wrong place): redacted always, as every problem's text is, and so is an answer of a
-    shape the SDK does not write. A result carries the request's id back as it was sent: the
-    id redacted when redaction is on, as every write's answer is (a caller whose id held a
-    secret then cannot match it, and gets no secret back). The rest of a result is the
-    routes' answers, whose documents are redacted as they are stored, or a prompt's text,
-    redacted as it is made (``app/mcp_server/server.py``); walking it for a secret cost a 10
-    MB save's read 1.9 s of CPU, its own stored markers sending every text to the patterns."""
+    in the wrong place): redacted always, as every problem's text is. A result carries the
+    request's id back as it was sent: the id redacted when redaction is on, as every write's
+    answer is (a caller whose id held a secret then cannot match it, and gets no secret back).
+    The rest of a result is the routes' answers, whose documents are redacted as they are
+    stored, or a prompt's text, redacted as it is made (``app/mcp_server/server.py``); walking
+    it for a secret cost a 10 MB save's read 1.9 s of CPU, its own stored markers sending
+    every text to the patterns. Where the id cannot be read from the answer's start, the
+    answer is parsed, and a result redacted whole when redaction is on."""
     answered = _answered_id(body)
-    if answered is None or not body.startswith(_RESULT, answered[1]) or _is_tool_error(body):
+    if answered is None:
+        return _parsed_without_secrets(body)
+    if not body.startswith(_RESULT, answered[1]) or _is_tool_error(body):
         return json_without_secrets(body)
     if not redaction.enabled():
         return body
@@ -155,7 +173,8 @@ def _answered(request: Request, send: Send) -> Send:
             return
         # The SDK sends its answer in one message: no copy of it (a read of a 48 MB save
         # answers twice that, its text and its structured content).
-        whole: bytes = bytes(body) + message.get("body", b"") if body else message["body"]
+        last: bytes = message.get("body", b"")
+        whole = bytes(body) + last if body else last
         if refusal is not None:
             problem = refusal(whole.decode("utf-8", errors="replace"))
             await problem_response(problem, request)(request.scope, request.receive, send)

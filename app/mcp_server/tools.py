@@ -88,8 +88,8 @@ def _tool(
 # A tool's document is made into its file, and a file read into its result, in a worker thread:
 # on the event loop they held up every other request, Python's indenting encoder 480 ms for a
 # 48 MB save. What runs in C there (the parse, pydantic's copy) still holds the interpreter's
-# lock while it runs, but in steps of at most a hundred milliseconds for such a save, between
-# which the loop runs.
+# lock while it runs, one call at a time (about 100 ms each for such a save on a quiet
+# machine), and the loop runs between them.
 
 
 def _file_result(document: Document) -> CallToolResult:

@@ -8,8 +8,8 @@ A call into C holds the interpreter's lock wherever it runs, so every large requ
 loop for a while; the figure is how long the other client waited at most.
 """
 
+import multiprocessing
 import statistics
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,30 +32,46 @@ MCP_HEADERS = {
 }
 
 
-class _Probe:
-    """Another client asking ``/healthz`` one request at a time, every 10 ms, in a thread."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.waits: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._ask, daemon=True)
-
-    def _ask(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=60) as client:
-            while not self._stop.is_set():
+def _ask(url: str, stop: Any, waits: Any) -> None:
+    """The probe's process: ``/healthz`` one request at a time, every 10 ms, until ``stop``;
+    then its waits, or why it failed, go to ``waits``."""
+    found: list[float] = []
+    try:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            while not stop.is_set():
                 started = time.perf_counter()
                 client.get("/healthz").raise_for_status()
-                self.waits.append(time.perf_counter() - started)
-                self._stop.wait(PROBE_EVERY_SECONDS)
+                found.append(time.perf_counter() - started)
+                stop.wait(PROBE_EVERY_SECONDS)
+    except Exception as exc:  # reported to the part, which fails with it
+        waits.put(repr(exc))
+        return
+    waits.put(found)
+
+
+class _Probe:
+    """Another client, in a process of its own: the bench's own work (receiving a large
+    answer, parsing it) holds this process's interpreter lock, which a thread here would
+    have counted as the server's stall."""
+
+    def __init__(self, url: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._stop = context.Event()
+        self._waits: Any = context.Queue()
+        self._process = context.Process(target=_ask, args=(url, self._stop, self._waits))
+        self.waits: list[float] = []
 
     def __enter__(self) -> "_Probe":
-        self._thread.start()
+        self._process.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        found = self._waits.get(timeout=120)
+        self._process.join()
+        if isinstance(found, str) or not found:
+            raise RuntimeError(f"the probe failed: {found or 'no request answered'}")
+        self.waits = found
 
 
 def _tool_call(name: str, arguments: dict[str, Any]) -> bytes:
@@ -72,15 +88,17 @@ def _answered_whole(response: httpx.Response) -> None:
 
 def _measured(server: Server, call: Callable[[], httpx.Response]) -> dict[str, float]:
     """The median over ``REPEATS`` calls of the call's own time and of the longest the other
-    client waited during it; the probe runs half a second before and after each call."""
+    client waited during it; the probe runs from half a second before each call to half a
+    second after."""
     spans, longest, typical = [], [], []
     for _ in range(REPEATS):
         with _Probe(server.url) as probe:
             time.sleep(0.5)
             started = time.perf_counter()
-            _answered_whole(call())
+            response = call()
             spans.append(time.perf_counter() - started)
             time.sleep(0.5)
+        _answered_whole(response)  # after the probe: its parse is the bench's, not the server's
         longest.append(max(probe.waits))
         typical.append(statistics.median(probe.waits))
     return {

@@ -13,6 +13,7 @@ import anyio
 import httpx2
 import pytest
 from fastapi.testclient import TestClient
+from starlette.requests import Request
 
 from app.core.config import AuthMode
 from app.core.redaction import RequestRedactions
@@ -20,7 +21,7 @@ from app.formats import jsondoc
 from app.main import create_app
 from app.mcp_server import http as mcp_http
 from tests.conftest import make_settings
-from tests.helpers import LOOPBACK, seed_save
+from tests.helpers import LOOPBACK, http_scope, seed_save
 from tests.mcp_client import BASE_URL, key_headers, key_of
 from tests.platform.world import populate, tool_calls
 
@@ -408,6 +409,51 @@ def test_an_error_or_an_answer_of_another_shape_is_redacted_whole(answer):
     for enabled in (True, False):
         with RequestRedactions(enabled=enabled):
             assert SECRET.encode() not in mcp_http._answer_without_secrets(body)
+
+
+def test_a_result_whose_id_is_read_past_its_start_is_parsed_and_kept_with_redaction_off():
+    """An id longer than the answer's start that is read: the answer is parsed to tell a
+    result, which redaction off sends as it came (a stored document's own text included)."""
+    document = {"text": f"password={SECRET}"}
+    for request_id in ("r" * 5000, "ключ-" * 1000):
+        body = _compact({"jsonrpc": "2.0", "id": request_id, "result": document})
+        with RequestRedactions(enabled=False):
+            assert mcp_http._answer_without_secrets(body) is body
+        with RequestRedactions(enabled=True):
+            assert SECRET.encode() not in mcp_http._answer_without_secrets(body)
+
+
+def test_a_wide_id_holding_a_secret_is_redacted_where_it_stands(monkeypatch):
+    """Where the id ends is counted in bytes: the result after it is never walked."""
+    walked: list[bytes] = []
+    monkeypatch.setattr(mcp_http, "json_without_secrets", lambda b: walked.append(b) or b)
+    body = _compact({"jsonrpc": "2.0", "id": f"ключ {SECRET}", "result": {"text": "é" * 10}})
+    answer = json.loads(mcp_http._answer_without_secrets(body))
+    assert walked == []
+    assert answer["id"] == "ключ [REDACTED:api_key]"
+    assert answer["result"] == {"text": "é" * 10}
+
+
+def test_an_answer_sent_in_several_messages_is_checked_whole():
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def answer_in_parts() -> None:
+        request = Request(http_scope("POST", "/mcp", []))
+        sending = mcp_http._answered(request, send)
+        headers = [(b"content-type", b"application/json")]
+        await sending({"type": "http.response.start", "status": 200, "headers": headers})
+        error = _compact({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": SECRET}})
+        for start in range(0, len(error), 7):
+            part = error[start : start + 7]
+            more = start + 7 < len(error)
+            await sending({"type": "http.response.body", "body": part, "more_body": more})
+
+    anyio.run(answer_in_parts)
+    body = b"".join(message.get("body", b"") for message in sent[1:])
+    assert json.loads(body)["error"]["message"] == "[REDACTED:api_key]"
 
 
 def _on_the_event_loop() -> bool:
