@@ -37,7 +37,13 @@ class Call(Generic[T]):
 
     def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         params = {name: _param(value) for name, value in self.params.items() if value is not None}
-        headers = {name: value for name, value in self.headers.items() if value is not None}
+        # As UTF-8: httpx encodes a text value as ASCII, and an Idempotency-Key in any other
+        # script raised before the request was made, where the service takes its bytes.
+        headers = {
+            name.encode(): value.encode()
+            for name, value in self.headers.items()
+            if value is not None
+        }
         if self.json is not None:
             return client.build_request(
                 self.method, self.path, params=params, headers=headers, json=self.json

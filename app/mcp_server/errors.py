@@ -25,7 +25,8 @@ def answering(
 ) -> Iterator[None]:
     """Calls of the store whose failures are raised as ``callers(text)`` when the route answered
     a 4xx problem (the request's own mistake: another tenant's project, a name no file has, a
-    bad cursor) or the client refused an empty name before sending it, and as
+    bad cursor) or the client refused an empty name or arguments no request can carry before
+    sending it, and as
     ``servers(text)`` for a 5xx or a store out of reach (over stdio, its URL)."""
     try:
         yield
@@ -34,5 +35,9 @@ def answering(
         raise failure(describe(error)) from None
     except EmptyName as error:  # refused before the request: the caller's
         raise callers(str(error)) from None
+    except (httpx.InvalidURL, httpx.LocalProtocolError) as error:
+        # Arguments no request can carry (a query past httpx's length, a line break in a
+        # header): refused before the request, as the route refuses what it cannot take.
+        raise callers(f"The arguments cannot be sent as a request: {error}.") from None
     except httpx.TransportError as error:
         raise servers(f"The store could not be reached: {error!r}") from None

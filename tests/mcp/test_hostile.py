@@ -456,6 +456,48 @@ def test_an_answer_sent_in_several_messages_is_checked_whole():
     assert json.loads(body)["error"]["message"] == "[REDACTED:api_key]"
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("search_memory", {"kind": "decisions", "q": "word " * 14_000}),
+        ("list_handovers", {"to_agent": "a" * 70_000}),
+    ],
+    ids=["query", "agent"],
+)
+def test_arguments_no_request_can_carry_are_the_callers_error(
+    app, client, project, tool, arguments, caplog
+):
+    """A query past what a URL holds: the REST route's 422, not a traceback logged at ERROR
+    and an opaque "Error executing tool"."""
+    caplog.set_level(logging.INFO)
+    call = {"name": tool, "arguments": {"project": project} | arguments}
+    result = _post(app, key_of(client), "tools/call", call)["result"]
+    assert result["isError"] is True
+    assert "cannot be sent as a request" in result["content"][0]["text"]
+    _no_error_logged(caplog)
+
+
+def test_an_idempotency_key_in_any_script_is_honoured(app, client, project):
+    """Sent as its UTF-8 bytes, as a REST client sends it: httpx refused a text header that is
+    not ASCII, before the request was made."""
+    key = key_of(client)
+    call = {
+        "name": "add_memory_item",
+        "arguments": {
+            "project": project,
+            "kind": "decisions",
+            "item": {"decision": "x"},
+            "idempotency_key": "ключ-kéy",
+        },
+    }
+    first = _post(app, key, "tools/call", call)["result"]
+    again = _post(app, key, "tools/call", call)["result"]
+    assert not first.get("isError"), first
+    assert first["structuredContent"] == again["structuredContent"]
+    items = client.get(f"/v1/projects/{project}/memory/decisions").json()["items"]
+    assert len(items) == 1
+
+
 def _on_the_event_loop() -> bool:
     try:
         asyncio.get_running_loop()
