@@ -51,6 +51,9 @@ FILE_KINDS = {
     MemoryFileName.active_constraints: ItemKind.constraint,
 }
 
+# Any text, "/" too (the tools' files name items as they like): the path convertor takes the
+# rest of the path, so that an id with a "/" (sent as %2F) is reachable; before, its item
+# could be listed and never read, changed or deleted.
 ItemId = Annotated[str, Path(min_length=1, max_length=256, description="The item's `id`.")]
 StyleQuery = Annotated[
     Style | None,
@@ -335,7 +338,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         return writes.run(project, change)
 
     @router.get(
-        f"/{plural}/{{item_id}}",
+        f"/{plural}/{{item_id:path}}",
         response_model=MemoryItemPublic,
         responses={304: {"description": "Unchanged (If-None-Match)."}},
         name=f"get_{kind.value}",
@@ -355,7 +358,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         return FastJSONResponse(item.model_dump(mode="json"), headers={"ETag": etag})
 
     @router.patch(
-        f"/{plural}/{{item_id}}",
+        f"/{plural}/{{item_id:path}}",
         response_model=MemoryItemPublic,
         openapi_extra=raw_body(
             "application/merge-patch+json", "application/json", schema={"type": "object"}
@@ -381,7 +384,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
         return writes.run(project, change)
 
     @router.delete(
-        f"/{plural}/{{item_id}}",
+        f"/{plural}/{{item_id:path}}",
         status_code=204,
         response_class=Response,
         name=f"delete_{kind.value}",

@@ -583,3 +583,23 @@ def test_delete_an_item(client, project):
     assert_problem(client.delete(f"{_base(project)}/constraints/c1"), 404)
     assert_problem(client.get(f"{_base(project)}/constraints/c%001"), 404)
     assert_problem(client.get(f"{_base(project)}/constraints/" + "c" * 257), 422)
+
+
+@pytest.mark.parametrize("item_id", ["a/b", "a/../b", "/", "x/decisions"])
+def test_an_item_whose_id_holds_a_slash_is_reached_at_its_location(client, project, item_id):
+    """Ids are the files' labels, any text: one holding a "/" was listed and never read,
+    changed or deleted (its %2F decoded, the route took one segment)."""
+    created = client.post(
+        f"/v1/projects/{project}/memory/decisions", json={"id": item_id, "decision": "x"}
+    )
+    assert created.status_code == 201, created.text
+    location = created.headers["location"]
+    assert client.get(location).json()["id"] == item_id
+    patched = client.patch(
+        location,
+        content=b'{"decision": "y"}',
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert patched.status_code == 200, patched.text
+    assert client.delete(location).status_code == 204
+    assert client.get(f"/v1/projects/{project}/memory/decisions").json()["items"] == []
