@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from app.formats.project_memory import field as doc_field
 from app.memory import tokens
+from app.redaction import redact_value
 
 MAX_DECISIONS = 10
 MAX_FAILURES = 5
@@ -181,7 +182,8 @@ def render_markdown(
     failures: list[Entry],
     constraints: list[Entry],
 ) -> str:
-    title = "# Project context" + (f" for {feature_id}" if feature_id else "")
+    # The feature is the caller's query, quoted: never a secret pasted into it.
+    title = "# Project context" + (f" for {redact_value(feature_id)}" if feature_id else "")
     sections = [title]
     if summary:
         sections.append("## Summary\n\n" + summary)

@@ -145,3 +145,16 @@ def test_failures_rank_by_word_overlap_as_the_rule_defines_it(texts, about):
 def test_a_failures_words_are_its_runs_of_word_characters_in_small_letters(text):
     # ASCII text is split in C rather than by the expression: the same words.
     assert pack._words(text) == _words_by_the_rule(text)
+
+
+def test_a_secret_pasted_as_the_feature_is_not_quoted_back(client, project):
+    """The pack quotes its feature (the answer's field, the markdown's title): a key pasted
+    into the query came back as it was."""
+    secret = "ghp_Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5Ef7Gh9Jk1Mn"
+    decision = {"id": "dec-1", "decision": "x"}
+    assert client.post(f"/v1/projects/{project}/memory/decisions", json=decision).is_success
+    answer = client.get(f"/v1/projects/{project}/memory/context", params={"feature_id": secret})
+    assert answer.status_code == 200, answer.text
+    assert secret not in answer.text
+    assert answer.json()["feature_id"] == "[REDACTED:api_key]"
+    assert answer.json()["markdown"].startswith("# Project context for [REDACTED:api_key]")
