@@ -1,3 +1,5 @@
+from typing import Any
+
 from fastapi import Request, Response
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
@@ -15,27 +17,38 @@ from app.core.redaction import answer_without_secrets
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
+from app.core.security import Principal
 from app.formats.archive import MEDIA_TYPE
 from app.idempotency.service import Idempotency, IdempotencyDep
 
 # Archives carry whole projects: their import takes the bulk body limit.
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
 
+
+def _all_running(what: str) -> dict[str, Any]:
+    return {
+        "description": f"This tenant's, or the server's, archive {what} are all running; "
+        "retry after `Retry-After` seconds.",
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
 ARCHIVE_FILE: ResponsesDoc = {
     200: {
         "description": "The project's files as a .tar.gz, laid out as the tools lay them out.",
         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     },
-    429: {
-        "description": "This tenant's, or the server's, archive exports are all running; "
-        "retry after `Retry-After` seconds.",
-        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    },
+    429: _all_running("exports"),
 }
 
 
 def export_turns(request: Request) -> Turns:
     turns: Turns = request.app.state.archive_exports
+    return turns
+
+
+def import_turns(request: Request) -> Turns:
+    turns: Turns = request.app.state.archive_imports
     return turns
 
 
@@ -85,9 +98,10 @@ def list_archive_members(
 @router.post(
     "/archive",
     response_model=ArchiveReport,
+    responses={429: _all_running("imports")},
     openapi_extra=raw_body(MEDIA_TYPE, "application/x-tar+gzip"),
 )
-def import_archive(
+async def import_archive(
     project: ProjectName,
     request: DecodedRequest,
     principal: Writer,
@@ -98,7 +112,19 @@ def import_archive(
     (with that route's answer), `warnings`, `refused` members (with the problem their route
     would have answered) and `skipped` ones (not part of the layout). A bad member never
     stops the others. An archive whose files inflate past the bulk limit in total is a 413
-    and imports nothing. Honours `Idempotency-Key`."""
+    and imports nothing. Honours `Idempotency-Key`. A tenant, and the server, run a bounded
+    number of imports at once: beyond them a request waits for a turn, then gets a 429 with
+    `Retry-After`."""
+    turn = await import_turns(request).take(principal.tenant)
+    try:
+        return await run_in_threadpool(_import, project, request, principal, idempotency)
+    finally:
+        turn.release()
+
+
+def _import(
+    project: str, request: DecodedRequest, principal: Principal, idempotency: Idempotency | None
+) -> Response:
     raw = request.received
     database = get_database(request)
     if idempotency is not None:

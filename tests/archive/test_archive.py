@@ -5,12 +5,15 @@ import io
 import json
 import math
 import tarfile
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import event
 
 from app.archive import service as archive_service
+from app.core.limits import Turns
 from app.formats import archive as archive_format
 from app.formats.errors import MAX_LISTED
 from tests.helpers import (
@@ -595,3 +598,34 @@ def test_the_members_of_another_tenant_or_a_bad_cursor_are_refused(client, other
     assert_problem(other_client.get(f"{_url(project)}/members"), 404)
     assert_problem(client.get(f"{_url(project)}/members", params={"cursor": "bm90IG1pbmU"}), 422)
     assert_problem(client.get(f"{_url(project)}/members", params={"limit": 501}), 422)
+
+
+def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
+    app, client, other_client, project, monkeypatch
+):
+    """Imports take turns as exports do: one tenant's 18 large imports at once took every
+    worker thread (a helper's live run, 2026-11-27), and every other request waited."""
+    monkeypatch.setattr(
+        app.state, "archive_imports", Turns("archive imports", 1, 2, wait_seconds=0)
+    )
+    entered, release = threading.Event(), threading.Event()
+    prepare = archive_service.prepare_import
+
+    def held_once(raw: bytes, limits: archive_service.Limits) -> list[archive_service.Step]:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return prepare(raw, limits)
+
+    monkeypatch.setattr(archive_service, "prepare_import", held_once)
+    archive = tar_gz({"notes/readme.txt": b"x"})
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(_post, client, project, archive)
+        assert entered.wait(30)
+        refused = _post(client, project, archive)
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "5"
+        assert "this tenant's archive imports are all running" in refused.json()["detail"].lower()
+        assert _post(other_client, project, archive).status_code == 200
+        release.set()
+        assert first.result(30).status_code == 200
+    assert _post(client, project, archive).status_code == 200
