@@ -102,11 +102,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         per_server=settings.archive_exports_per_server,
         wait_seconds=settings.archive_export_wait_seconds,
     )
-    app.state.archive_imports = Turns(
-        "archive imports",
-        per_tenant=settings.archive_imports_per_tenant,
-        per_server=settings.archive_imports_per_server,
-        wait_seconds=settings.archive_import_wait_seconds,
+    app.state.bulk_imports = Turns(
+        "imports under the bulk limit",
+        per_tenant=settings.bulk_imports_per_tenant,
+        per_server=settings.bulk_imports_per_server,
+        wait_seconds=settings.bulk_import_wait_seconds,
     )
     metrics = Metrics(
         # None before the lifespan has created them.

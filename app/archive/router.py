@@ -1,5 +1,3 @@
-from typing import Any
-
 from fastapi import Request, Response
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
@@ -8,10 +6,14 @@ from app.archive import service
 from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.core.body import BulkBodyRoute, DecodedRequest, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
-from app.core.errors import PROBLEM_MEDIA_TYPE
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.limits import Turns
+from app.core.limits import (
+    BULK_IMPORTS_ALL_RUNNING,
+    Turns,
+    bulk_import_turns,
+    too_many_running,
+)
 from app.core.pagination import Cursor, Limit
 from app.core.redaction import answer_without_secrets
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
@@ -25,30 +27,17 @@ from app.idempotency.service import Idempotency, IdempotencyDep
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
 
 
-def _all_running(what: str) -> dict[str, Any]:
-    return {
-        "description": f"This tenant's, or the server's, archive {what} are all running; "
-        "retry after `Retry-After` seconds.",
-        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    }
-
-
 ARCHIVE_FILE: ResponsesDoc = {
     200: {
         "description": "The project's files as a .tar.gz, laid out as the tools lay them out.",
         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     },
-    429: _all_running("exports"),
+    429: too_many_running("archive exports"),
 }
 
 
 def export_turns(request: Request) -> Turns:
     turns: Turns = request.app.state.archive_exports
-    return turns
-
-
-def import_turns(request: Request) -> Turns:
-    turns: Turns = request.app.state.archive_imports
     return turns
 
 
@@ -98,7 +87,7 @@ def list_archive_members(
 @router.post(
     "/archive",
     response_model=ArchiveReport,
-    responses={429: _all_running("imports")},
+    responses={429: BULK_IMPORTS_ALL_RUNNING},
     openapi_extra=raw_body(MEDIA_TYPE, "application/x-tar+gzip"),
 )
 async def import_archive(
@@ -113,9 +102,9 @@ async def import_archive(
     would have answered) and `skipped` ones (not part of the layout). A bad member never
     stops the others. An archive whose files inflate past the bulk limit in total is a 413
     and imports nothing. Honours `Idempotency-Key`. A tenant, and the server, run a bounded
-    number of imports at once: beyond them a request waits for a turn, then gets a 429 with
-    `Retry-After`."""
-    turn = await import_turns(request).take(principal.tenant)
+    number of imports under the bulk limit at once (saves' too): beyond them a request waits
+    for a turn, then gets a 429 with `Retry-After`."""
+    turn = await bulk_import_turns(request).take(principal.tenant)
     try:
         return await run_in_threadpool(_import, project, request, principal, idempotency)
     finally:

@@ -134,12 +134,13 @@ class Settings(BaseSettings):
     archive_exports_per_server: int = Field(default=8, ge=1)
     # Below the Python client's 60 s timeout: a client gives up waiting no sooner than this.
     archive_export_wait_seconds: float = Field(default=45.0, ge=0)
-    # Archive imports running at once, alike: each holds a worker thread while it reads and
-    # prepares up to the bulk limit's members, and 18 at once from one tenant took every
-    # thread (2026-11-27). Beyond them an import waits up to archive_import_wait_seconds.
-    archive_imports_per_tenant: int = Field(default=2, ge=1)
-    archive_imports_per_server: int = Field(default=4, ge=1)
-    archive_import_wait_seconds: float = Field(default=45.0, ge=0)
+    # Imports under the bulk limit (a save's, an archive's) running at once, alike: each
+    # holds a worker thread while it parses, redacts and compresses up to 64 MiB, and 18
+    # archive imports at once from one tenant took every thread (2026-11-27). Beyond them an
+    # import waits up to bulk_import_wait_seconds for a turn, then gets a 429.
+    bulk_imports_per_tenant: int = Field(default=2, ge=1)
+    bulk_imports_per_server: int = Field(default=4, ge=1)
+    bulk_import_wait_seconds: float = Field(default=45.0, ge=0)
     # How much of an export's spool stays in memory before it moves to a temporary file.
     archive_spool_memory_bytes: int = Field(default=1 * MIB, ge=0)
     # A response is sent in slices of 256 KiB (app/core/sending.py): a client that has not

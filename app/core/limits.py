@@ -1,18 +1,34 @@
 """Turns for long work: at most so many at once per tenant and per server.
 
 An archive export holds a worker thread and a connection while it builds its archive, then a
-spool (memory, then a temporary file) until its client has read it all. Turns bound how many
-run at once, so that one tenant cannot take every export (or the disk) from the others.
+spool (memory, then a temporary file) until its client has read it all; an import under the
+bulk limit (a save's, an archive's) holds a worker thread while it parses, redacts and
+compresses up to 64 MiB. Turns bound how many run at once, so that one tenant cannot take
+every export (or the disk), or every worker thread, from the others.
 """
 
 from collections import Counter
+from typing import Any
 
 import anyio
+from starlette.requests import Request
 
-from app.core.errors import TooManyRequests
+from app.core.errors import PROBLEM_MEDIA_TYPE, TooManyRequests
 
 # What a refused client is told: exports last seconds, and a turn frees when one ends.
 RETRY_AFTER_SECONDS = 5
+
+
+def too_many_running(what: str) -> dict[str, Any]:
+    """The OpenAPI document's 429 of a route that takes turns of ``what``."""
+    return {
+        "description": f"This tenant's, or the server's, {what} are all running; "
+        "retry after `Retry-After` seconds.",
+        "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
+BULK_IMPORTS_ALL_RUNNING = too_many_running("imports under the bulk limit")
 
 
 class Turn:
@@ -80,3 +96,9 @@ class Turns:
             # Every waiter looks again; those whose turn is still taken wait for the next.
             self._given_back.set()
             self._given_back = None
+
+
+def bulk_import_turns(request: Request) -> Turns:
+    """The app's turns for imports under the bulk limit (``create_app`` makes them)."""
+    turns: Turns = request.app.state.bulk_imports
+    return turns

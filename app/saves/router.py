@@ -11,6 +11,7 @@ from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
+from app.core.limits import BULK_IMPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
 from app.core.responses import ResponsesDoc, document_response, location_under
@@ -179,6 +180,7 @@ router.add_api_route(
     methods=["POST"],
     status_code=201,
     response_model=SaveReceipt,
+    responses={429: BULK_IMPORTS_ALL_RUNNING},
     openapi_extra=raw_body("application/json", "application/gzip", schema={"type": "object"}),
     route_class_override=BulkWriteRoute,
 )

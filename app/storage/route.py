@@ -28,6 +28,7 @@ from starlette.concurrency import run_in_threadpool
 from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
+from app.core.limits import bulk_import_turns
 from app.core.parameters import BodyReader, ParameterReader, validation_failed
 from app.core.redaction import answer_without_secrets
 from app.core.security import Scope
@@ -275,7 +276,14 @@ class WriteRoute(ContextStoreRoute):
             database = get_database(request)
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
-            if write_turn_bytes is None or received_size(request) > write_turn_bytes:
+            if write_turn_bytes is None:
+                # An import under the bulk limit: one of the tenant's turns, waited for here.
+                turn = await bulk_import_turns(request).take(principal.tenant)
+                try:
+                    response = await run_in_threadpool(run)
+                finally:
+                    turn.release()
+            elif received_size(request) > write_turn_bytes:
                 response = await run_in_threadpool(run)
             else:
                 project = (principal.tenant, request.path_params["project"])
@@ -295,6 +303,7 @@ class WriteRoute(ContextStoreRoute):
 class BulkWriteRoute(WriteRoute, BulkBodyRoute):
     """A write whose body may be large (a save's import): the bulk body limit, and its write
     always in a worker thread, so that its parse and redaction never hold up the small writes
-    queued behind it."""
+    queued behind it, once it has one of its tenant's turns for imports under the bulk limit
+    (``app/core/limits.py``: beyond them it waits, then is a 429)."""
 
     write_turn_bytes = None

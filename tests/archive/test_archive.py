@@ -13,7 +13,6 @@ import pytest
 from sqlalchemy import event
 
 from app.archive import service as archive_service
-from app.core.limits import Turns
 from app.formats import archive as archive_format
 from app.formats.errors import MAX_LISTED
 from tests.helpers import (
@@ -605,9 +604,11 @@ def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
 ):
     """Imports take turns as exports do: one tenant's 18 large imports at once took every
     worker thread (a helper's live run, 2026-11-27), and every other request waited."""
-    monkeypatch.setattr(
-        app.state, "archive_imports", Turns("archive imports", 1, 2, wait_seconds=0)
-    )
+    # The app's own turns, one a tenant and no wait (starlette's State loses an attribute
+    # monkeypatch sets on it when the test ends).
+    turns = app.state.bulk_imports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
     entered, release = threading.Event(), threading.Event()
     prepare = archive_service.prepare_import
 
@@ -624,7 +625,7 @@ def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
         assert entered.wait(30)
         refused = _post(client, project, archive)
         assert refused.status_code == 429 and refused.headers["Retry-After"] == "5"
-        assert "this tenant's archive imports are all running" in refused.json()["detail"].lower()
+        assert "imports under the bulk limit are all running" in refused.json()["detail"]
         assert _post(other_client, project, archive).status_code == 200
         release.set()
         assert first.result(30).status_code == 200

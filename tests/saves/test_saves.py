@@ -5,10 +5,13 @@ import json
 import logging
 import random
 import string
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import text
 
+from app.saves import service as saves_service
 from tests.helpers import assert_problem, golden_bytes, import_save, python_indent2, seed_save
 
 
@@ -382,3 +385,35 @@ def test_a_feature_context_with_a_long_phase_is_stored_and_listed(client, projec
     assert document["current_phase"] == context["current_phase"]
     listed = client.get(f"/v1/projects/{project}/features").json()["items"]
     assert [item["current_phase"] for item in listed] == [context["current_phase"][:512]]
+
+
+def test_a_tenants_save_imports_beyond_its_turns_wait_then_get_a_429(
+    app, client, other_client, project, monkeypatch
+):
+    """A save's import runs in a worker thread for as long as its parse, redaction and
+    compression take: a tenant's imports take turns, as its archive imports do, so that its
+    64 MiB saves sent at once cannot take every thread from the others."""
+    # The app's own turns, one a tenant and no wait (starlette's State loses an attribute
+    # monkeypatch sets on it when the test ends).
+    turns = app.state.bulk_imports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
+    entered, release = threading.Event(), threading.Event()
+    prepare = saves_service.prepare_save
+
+    def held_once(raw: bytes, filename: str | None = None) -> saves_service.PreparedSave:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return prepare(raw, filename)
+
+    monkeypatch.setattr(saves_service, "prepare_save", held_once)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(import_save, client, project, seed_save())
+        assert entered.wait(30)
+        refused = import_save(client, project, seed_save())
+        assert refused.status_code == 429 and refused.headers["Retry-After"] == "5"
+        assert import_save(other_client, project, seed_save()).status_code == 201
+        release.set()
+        assert first.result(30).status_code == 201
+    assert import_save(client, project, seed_save()).status_code == 201
