@@ -7,6 +7,7 @@ compresses up to 64 MiB. Turns bound how many run at once, so that one tenant ca
 every export (or the disk), or every worker thread, from the others.
 """
 
+import threading
 from collections import Counter
 from typing import Any
 
@@ -17,6 +18,8 @@ from app.core.errors import PROBLEM_MEDIA_TYPE, TooManyRequests
 
 # What a refused client is told: exports last seconds, and a turn frees when one ends.
 RETRY_AFTER_SECONDS = 5
+# How often a request waiting for a turn looks again: turns are held for seconds.
+LOOK_AGAIN_SECONDS = 0.05
 
 
 def too_many_running(what: str) -> dict[str, Any]:
@@ -46,10 +49,14 @@ class Turn:
 
 class Turns:
     """At most ``per_tenant`` turns for a tenant and ``per_server`` in all. A request without
-    a free turn waits for one up to ``wait_seconds`` in the event loop (holding no thread and
-    no connection), then gets a 429 with ``Retry-After``.
+    a free turn waits for one up to ``wait_seconds``, asleep in its event loop (holding no
+    thread and no connection) and looking again every ``LOOK_AGAIN_SECONDS``, then gets a 429
+    with ``Retry-After``.
 
-    Used only from the event loop's thread: the counts need no lock.
+    The counts are kept under a lock, and a waiter looks rather than waits on an event:
+    in-process callers serve requests on event loops of their own (the tests' clients, each in
+    its thread), where an event set in one loop cannot wake a waiter in another (eight save
+    imports at once, each on its own loop, failed so).
     """
 
     def __init__(self, what: str, per_tenant: int, per_server: int, wait_seconds: float) -> None:
@@ -59,43 +66,51 @@ class Turns:
         self.wait_seconds = wait_seconds
         self.held: Counter[str] = Counter()
         self.waiting = 0
-        self._given_back: anyio.Event | None = None
+        self._lock = threading.Lock()
 
     @property
     def total(self) -> int:
         return self.held.total()
 
-    def _free(self, tenant: str) -> bool:
-        return self.total < self.per_server and self.held[tenant] < self.per_tenant
+    def _taken(self, tenant: str) -> bool:
+        """A turn for ``tenant``, taken if one is free."""
+        with self._lock:
+            if self.total < self.per_server and self.held[tenant] < self.per_tenant:
+                self.held[tenant] += 1
+                return True
+            return False
+
+    def _refusal(self, tenant: str) -> TooManyRequests:
+        with self._lock:
+            limit = "this tenant's" if self.held[tenant] >= self.per_tenant else "the server's"
+        return TooManyRequests(
+            f"{limit.capitalize()} {self.what} are all running "
+            f"({self.per_tenant} per tenant, {self.per_server} per server); retry later.",
+            RETRY_AFTER_SECONDS,
+        )
 
     async def take(self, tenant: str) -> Turn:
-        self.waiting += 1
+        if self._taken(tenant):
+            return Turn(self, tenant)
+        deadline = anyio.current_time() + self.wait_seconds
+        with self._lock:
+            self.waiting += 1
         try:
-            with anyio.move_on_after(self.wait_seconds):
-                while not self._free(tenant):
-                    if self._given_back is None:
-                        self._given_back = anyio.Event()
-                    await self._given_back.wait()
+            while not self._taken(tenant):
+                left = deadline - anyio.current_time()
+                if left <= 0:
+                    raise self._refusal(tenant)
+                await anyio.sleep(min(LOOK_AGAIN_SECONDS, left))
         finally:
-            self.waiting -= 1
-        if not self._free(tenant):
-            limit = "this tenant's" if self.held[tenant] >= self.per_tenant else "the server's"
-            raise TooManyRequests(
-                f"{limit.capitalize()} {self.what} are all running "
-                f"({self.per_tenant} per tenant, {self.per_server} per server); retry later.",
-                RETRY_AFTER_SECONDS,
-            )
-        self.held[tenant] += 1
+            with self._lock:
+                self.waiting -= 1
         return Turn(self, tenant)
 
     def _give_back(self, tenant: str) -> None:
-        self.held[tenant] -= 1
-        if self.held[tenant] <= 0:
-            del self.held[tenant]
-        if self._given_back is not None:
-            # Every waiter looks again; those whose turn is still taken wait for the next.
-            self._given_back.set()
-            self._given_back = None
+        with self._lock:
+            self.held[tenant] -= 1
+            if self.held[tenant] <= 0:
+                del self.held[tenant]
 
 
 def bulk_import_turns(request: Request) -> Turns:
