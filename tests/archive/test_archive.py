@@ -203,9 +203,10 @@ def test_traversal_links_and_devices_are_refused_unknown_files_skipped(client, p
 SPARSE_SIZE = 60 * 1024 * 1024
 
 
-def _gnu_sparse(name: str, stored: bytes) -> bytes:
+def _gnu_sparse(name: str, stored: bytes, *, extension_blocks: int = 0) -> bytes:
     """A member in GNU's own sparse form (type ``S``): ``stored`` at the end of a file of
-    ``SPARSE_SIZE`` bytes whose holes the tar does not hold."""
+    ``SPARSE_SIZE`` bytes whose holes the tar does not hold; its map goes on in
+    ``extension_blocks`` blocks after the header."""
     info = tarfile.TarInfo(name)
     info.type = tarfile.GNUTYPE_SPARSE
     info.size = len(stored)
@@ -215,26 +216,52 @@ def _gnu_sparse(name: str, stored: bytes) -> bytes:
         return b"%011o\0" % number
 
     header[386:410] = octal(SPARSE_SIZE - len(stored)) + octal(len(stored))  # the map
+    header[482] = bool(extension_blocks)
     header[483:495] = octal(SPARSE_SIZE)  # the real size
     header[148:156] = b" " * 8
     header[148:156] = b"%06o\0 " % sum(header)
-    return bytes(header) + stored + b"\0" * (-len(stored) % tarfile.BLOCKSIZE)
+    blocks = b""
+    for number in range(extension_blocks):
+        block = bytearray(octal(0) + octal(1) + b"\0" * (tarfile.BLOCKSIZE - 24))
+        block[504] = number + 1 < extension_blocks
+        blocks += bytes(block)
+    return bytes(header) + blocks + stored + b"\0" * (-len(stored) % tarfile.BLOCKSIZE)
+
+
+def _pax_sparse(name: str, headers: dict[str, str], data: bytes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.pax_headers = headers
+    return info
+
+
+# PAX's sparse forms, each with what tarfile would read as its map: versions 0.1 and 1.0 (its
+# map at the start of the data), well-formed and not numbers.
+_PAX_SPARSE = [
+    ("mdan/mdan-save-1705314226.json", {"GNU.sparse.map": "0,2"}, b"{}"),
+    ("junk/b.bin", {"GNU.sparse.map": "a,b"}, b"{}"),
+    ("junk/c.bin", {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}, b"1\n0\n2\n{}"),
+    ("junk/d.bin", {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}, b"abc\n"),
+    ("junk/e.bin", {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}, b"9" * 600),
+]
 
 
 def _sparse_members() -> bytes:
-    """A save, a feature's context and a file outside the layout, each sparse in GNU's form,
-    then in PAX's (version 0.1), beside a file that imports."""
+    """A save, a feature's context and files outside the layout, sparse in GNU's form (one
+    with its map's extension blocks), then in PAX's, beside a file that imports."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for name in ("mdan/mdan-save-1705314225.json", "features/f/context.json", "junk/a.bin"):
-            member = _gnu_sparse(name, b"{}")
+        gnu = [
+            _gnu_sparse("mdan/mdan-save-1705314225.json", b"{}"),
+            _gnu_sparse("features/f/context.json", b"{}"),
+            _gnu_sparse("junk/a.bin", b"{}", extension_blocks=3),
+        ]
+        for member in gnu:
             tar.fileobj.write(member)  # type: ignore[union-attr]  # tarfile's writer has no such member
             tar.offset += len(member)
-        for name in ("mdan/mdan-save-1705314226.json", "junk/b.bin"):
-            info = tarfile.TarInfo(name)
-            info.size = 2
-            info.pax_headers = {"GNU.sparse.map": "0,2", "GNU.sparse.size": str(SPARSE_SIZE)}
-            tar.addfile(info, io.BytesIO(b"{}"))
+        for name, headers, data in _PAX_SPARSE:
+            sizes = {"GNU.sparse.size": str(SPARSE_SIZE), "GNU.sparse.realsize": str(SPARSE_SIZE)}
+            tar.addfile(_pax_sparse(name, headers | sizes, data), io.BytesIO(data))
         decision = b'[{"id": "dec-1", "decision": "x"}]'
         info = tarfile.TarInfo(".autonomous/context/key-decisions.json")
         info.size = len(decision)
@@ -252,8 +279,7 @@ def test_sparse_members_are_refused_and_never_expanded(client, project):
         "mdan/mdan-save-1705314225.json",
         "features/f/context.json",
         "junk/a.bin",
-        "mdan/mdan-save-1705314226.json",
-        "junk/b.bin",
+        *(name for name, _headers, _data in _PAX_SPARSE),
     ]
     assert {item["detail"] for item in report["refused"]} == {
         "A sparse file (its holes not stored in the tar) is not imported: archive it whole."
@@ -262,7 +288,7 @@ def test_sparse_members_are_refused_and_never_expanded(client, project):
     assert imported == [".autonomous/context/key-decisions.json"]
     entries = list(archive_format.read(gzip.decompress(archive), 64 * 1024 * 1024))
     sparse = [entry for entry in entries if entry.size == SPARSE_SIZE]
-    assert len(sparse) == 5
+    assert len(sparse) == 3 + len(_PAX_SPARSE)
     assert all(entry.type == "sparse" and entry.content is None for entry in sparse)
 
 
