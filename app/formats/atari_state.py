@@ -50,6 +50,15 @@ class Number(str):
     def is_integer_literal(self) -> bool:
         return not any(mark in self for mark in ".eE")
 
+    def int64(self) -> int | None:
+        """An integer literal's value when 64 bits hold it, else None. Its length is looked at
+        first: no 64-bit integer takes more than 20 characters, and Python refuses to convert
+        more than 4,300 digits (a ValueError: a 5,000-digit version was a 500)."""
+        if len(self) > 20:
+            return None
+        value = int(self)
+        return value if value in INT64 else None
+
 
 @dataclass(frozen=True)
 class Field:
@@ -291,10 +300,10 @@ class _Reader:
         if field.kind == "int":
             if not isinstance(value, Number) or not value.is_integer_literal:
                 self.fault(pointer(*path), "must be an integer")
-            elif int(value) not in INT64:
+            elif (number := value.int64()) is None:
                 self.fault(pointer(*path), "must fit in a 64-bit integer")
             else:
-                return int(value)
+                return number
         elif field.kind == "float":
             if not isinstance(value, Number) or not math.isfinite(float(value)):
                 self.fault(pointer(*path), "must be a finite number")
@@ -374,7 +383,7 @@ def _version_of(document: Any) -> int:
     """The document's version if it is a readable one (else 0, which nothing accepts)."""
     version = document.get("version") if isinstance(document, dict) else None
     if isinstance(version, Number) and version.is_integer_literal:
-        return int(version)
+        return version.int64() or 0
     return 0
 
 

@@ -585,3 +585,20 @@ def test_a_backup_that_is_json_loses_its_secrets_in_any_escaping_and_stays_json(
     assert kept["version"] == 3
     assert kept["password"].startswith("[REDACTED:") and "s3cret" not in backup.decode()
     assert key not in backup.decode()
+
+
+@pytest.mark.parametrize("field", ["version", "iteration", "total_turns", "attempts"])
+def test_an_integer_of_thousands_of_digits_is_a_fault_not_a_500(client, project, field):
+    """Python converts at most 4,300 digits to an int: a 5,000-digit version, iteration or
+    count was a ValueError, a 500, on PUT, state:load and the archive (a helper's finding)."""
+    big = "9" * 5000
+    written = golden_bytes(SEED).decode()
+    if field == "attempts":
+        body = re.sub(r'"attempts": \d+', f'"attempts": {big}', written, count=1)
+    else:
+        body = re.sub(rf'"{field}": \d+', f'"{field}": {big}', written, count=1)
+    assert big in body
+    put = assert_problem(_put(client, project, body.encode()), 422)
+    assert put["errors"][0]["message"] == "must fit in a 64-bit integer" or field == "version"
+    loaded = _load(client, project, body.encode(), run="loaded")
+    assert loaded.status_code < 500, loaded.text
