@@ -47,19 +47,17 @@ def bytes_for_storage(raw: bytes) -> bytes:
     """A file kept as bytes (not a document of its format, e.g. the state atari set aside),
     redacted when the setting is on: the same bytes when nothing is found. Bytes that are JSON
     are redacted as a document (a secret hides from text patterns behind JSON's escapes, and a
-    text replacement could break the JSON), then written again with two-space indents; other
-    UTF-8 text is redacted as text; binary files are kept as they are."""
+    text replacement could break the JSON), then written again with two-space indents; any
+    other bytes are redacted as text, those that are not UTF-8 kept as they are around what is
+    replaced (``surrogateescape``): a state file in Latin-1 was kept whole, its keys with it."""
     if not _enabled.get():
         return raw
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
-    try:
-        document = json.loads(text)
-    except (ValueError, RecursionError):
+        document = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        text = raw.decode("utf-8", "surrogateescape")
         redacted = for_storage(text)
-        return raw if redacted == text else redacted.encode("utf-8")
+        return raw if redacted == text else redacted.encode("utf-8", "surrogateescape")
     found = Redactions()
     document = for_storage(document, found)
     if not found.sites:

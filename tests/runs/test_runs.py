@@ -602,3 +602,18 @@ def test_an_integer_of_thousands_of_digits_is_a_fault_not_a_500(client, project,
     assert put["errors"][0]["message"] == "must fit in a 64-bit integer" or field == "version"
     loaded = _load(client, project, body.encode(), run="loaded")
     assert loaded.status_code < 500, loaded.text
+
+
+def test_a_backup_that_is_not_utf8_is_redacted_around_its_other_bytes(client, project):
+    """A state file in Latin-1 holding keys: kept as the backup whole, keys and all (a
+    helper's finding); now its secrets are replaced and every other byte kept."""
+    raw = (
+        b'{"version": 2, "note": "caf\xe9", "key": "sk-proj-abcdefghijklmnopqrstuvwxyz012345",'
+        b' "db": "postgres://u:hunter2pass@db/x"}'
+    )
+    assert _load(client, project, raw).status_code == 200
+    backup = client.get(_url(project, suffix="/state/backup")).content
+    assert backup == (
+        b'{"version": 2, "note": "caf\xe9", "key": "[REDACTED:api_key]",'
+        b' "db": "postgres://u:[REDACTED:url_credential]@db/x"}'
+    )
