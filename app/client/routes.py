@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal, TypedDict, TypeVar
-from urllib.parse import quote
 
 import httpx
 
@@ -17,6 +16,7 @@ from app.archive.schemas import ArchiveMember, ArchiveReport
 from app.client.calls import Call, Document, document, model, nothing, text
 from app.client.endpoint import endpoint
 from app.client.errors import EmptyName
+from app.core.constraints import path_segment
 from app.core.schemas import Page
 from app.features.schemas import (
     BreakerChange,
@@ -59,8 +59,7 @@ def _segment(name: str) -> str:
     name is refused: its empty segment would be another route's path."""
     if not name:
         raise EmptyName("A name in a route's path cannot be empty.")
-    escaped = quote(name, safe="")
-    return escaped.replace(".", "%2E") if not escaped.strip(".") else escaped
+    return path_segment(name)
 
 
 # A route's path by its shape: each name in it escaped as one segment, then ``rest`` (``/saves``,

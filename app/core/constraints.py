@@ -7,6 +7,7 @@ and ``params.py``.
 """
 
 from typing import Annotated
+from urllib.parse import quote
 
 from pydantic import BeforeValidator
 
@@ -37,3 +38,12 @@ def storable(text: str) -> str:
 
 StorableStr = Annotated[str, BeforeValidator(lambda v: storable(v) if isinstance(v, str) else v)]
 """A request string that ends up in a text column."""
+
+
+def path_segment(name: str) -> str:
+    """A name as one segment of a URL's path, as the service's own ``Location`` headers and its
+    Python client write it: escaped, so that no name is another path or a query, and a name of
+    dots is not a step up (clients resolve a URL's dot segments away: an item whose id was
+    ".." was given a ``Location`` no client reached)."""
+    escaped = quote(name, safe="")
+    return escaped.replace(".", "%2E") if not escaped.strip(".") else escaped

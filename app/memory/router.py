@@ -1,12 +1,11 @@
 from enum import StrEnum
 from typing import Annotated, Any
-from urllib.parse import quote
 
 from fastapi import Path, Query, Request, Response
 
 from app.core.body import DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
-from app.core.constraints import IDENTIFIER_PATTERN
+from app.core.constraints import IDENTIFIER_PATTERN, path_segment
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
@@ -328,7 +327,7 @@ def _add_item_routes(plural: str, kind: ItemKind) -> None:
 
         def change(write: Write) -> Response:
             created = service.create_item(write, kind, raw)
-            location = location_under(request, quote(created.fields["id"], safe=""))
+            location = location_under(request, path_segment(created.fields["id"]))
             return FastJSONResponse(
                 created.fields,
                 status_code=201,

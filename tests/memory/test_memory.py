@@ -585,10 +585,11 @@ def test_delete_an_item(client, project):
     assert_problem(client.get(f"{_base(project)}/constraints/" + "c" * 257), 422)
 
 
-@pytest.mark.parametrize("item_id", ["a/b", "a/../b", "/", "x/decisions"])
+@pytest.mark.parametrize("item_id", ["a/b", "a/../b", "/", "x/decisions", ".", "..", "..."])
 def test_an_item_whose_id_holds_a_slash_is_reached_at_its_location(client, project, item_id):
     """Ids are the files' labels, any text: one holding a "/" was listed and never read,
-    changed or deleted (its %2F decoded, the route took one segment)."""
+    changed or deleted (its %2F decoded, the route took one segment); one of dots was given
+    a ``Location`` that clients resolve away as a step up (its dots are escaped now)."""
     created = client.post(
         f"/v1/projects/{project}/memory/decisions", json={"id": item_id, "decision": "x"}
     )
