@@ -120,6 +120,13 @@ class _SparseMapsUnread(tarfile.TarInfo):
     _proc_gnusparse_01 = _proc_gnusparse_10 = _proc_gnusparse_00
 
 
+def _text(name: str) -> str:
+    """A member's name as text: tarfile decodes the bytes of a name that are not UTF-8 as
+    lone surrogates (``surrogateescape``), which no JSON answer can carry (the Python client
+    refused its report of such a member); each is U+FFFD here."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def read(tar_bytes: bytes, limit: int) -> Iterator[Entry]:
     """The members of an uncompressed tar, in order. A file over ``limit`` bytes comes
     without its content, and so does a sparse one: its holes would be made whole in memory
@@ -136,7 +143,7 @@ def read(tar_bytes: bytes, limit: int) -> Iterator[Entry]:
                     extracted = tar.extractfile(member)
                     assert extracted is not None
                     content = extracted.read()
-                yield Entry(member.name, kind, member.size, content)
+                yield Entry(_text(member.name), kind, member.size, content)
     except (tarfile.TarError, EOFError, ValueError) as exc:
         # ValueError: a header field tarfile could not read as a number.
         raise MalformedDocument(f"The archive is not a readable tar file: {exc}.") from exc

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import event
 
 from app.archive import service as archive_service
+from app.archive.schemas import ArchiveReport
 from app.formats import archive as archive_format
 from app.formats.errors import MAX_LISTED
 from tests.helpers import (
@@ -656,3 +657,20 @@ def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
         release.set()
         assert first.result(30).status_code == 200
     assert _post(client, project, archive).status_code == 200
+
+
+def test_a_member_name_that_is_not_utf8_is_reported_as_text(client, project):
+    """A directory named by bytes that are not UTF-8 (``features/\\xff/``): the report named
+    it with a lone surrogate, which the Python client, and any strict JSON reader, refused
+    (``context-store push`` died on its own server's report). Each such byte is U+FFFD."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", errors="surrogateescape") as tar:
+        for name in ("features/ok1/context.json", "features/\udcff/context.json"):
+            data = b'{"feature_id": "x"}'
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    answer = _post(client, project, buffer.getvalue())
+    report = ArchiveReport.model_validate_json(answer.content)
+    assert [item.path for item in report.refused] == ["features/\ufffd/context.json"]
+    assert [item.path for item in report.imported] == ["features/ok1/context.json"]
