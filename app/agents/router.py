@@ -1,4 +1,5 @@
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request, Response
@@ -12,7 +13,7 @@ from app.agents.schemas import (
     SnapshotReceipt,
 )
 from app.core.body import DecodedRequest, media_type_of, raw_body
-from app.core.conditional import if_match, if_match_or_create_only
+from app.core.conditional import Precondition, if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
@@ -22,7 +23,7 @@ from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
 from app.formats.agent_memory import NDJSON_MEDIA_TYPE
-from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
+from app.storage.route import IdempotentWritesDep, ReadFirstWriteRoute, WriteRoute, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(
@@ -167,7 +168,14 @@ def list_memory(
     return Response(content, media_type="application/json", headers={"Vary": "Accept"})
 
 
-@router.post("/restore", response_model=RestoreResult)
+class _CacheChanged(Exception):
+    """The cache was written between a restore's plan and its write: nothing was stored."""
+
+
+# Plans made before the write, again when the cache changes under one; then one in the write.
+RESTORE_ATTEMPTS = 3
+
+
 def restore(
     project: ProjectName,
     agent: AgentName,
@@ -181,12 +189,45 @@ def restore(
     `reason`). The result is stored as the new cache at `epoch_id` 2, `last_compaction_ts`
     now. Honours If-Match (against the current cache)."""
     precondition = if_match(request)
+    for _attempt in range(RESTORE_ATTEMPTS):
+        # Read and built first, with no lock held; stored only if the cache is still the one
+        # read (memory appended meanwhile is the next restore's).
+        with writes.database.read_session() as session:
+            planned = service.plan_restore(session, writes.tenant, project, agent, body)
 
+        try:
+            return writes.run(project, _storing(agent, planned, precondition))
+        except _CacheChanged:
+            continue
+
+    # The cache changed under each plan (restores of one agent at once): planned in the write
+    # this time, under the project's lock, which every write of the cache takes first.
+    def planned_in_the_write(write: Write) -> Response:
+        planned = service.plan_restore(write.session, write.tenant, project, agent, body)
+        return _storing(agent, planned, precondition)(write)
+
+    return writes.run(project, planned_in_the_write)
+
+
+def _storing(
+    agent: str, planned: service.PlannedRestore, precondition: Precondition
+) -> Callable[[Write], Response]:
     def change(write: Write) -> Response:
-        restored = service.restore(write, agent, body, precondition)
-        return _json(
-            {"source": restored.source, "reason": restored.reason, "snapshot": restored.document},
-            headers={"ETag": restored.etag},
-        )
+        restored = service.restore(write, agent, planned, precondition)
+        if restored is None:
+            raise _CacheChanged  # rolls the write back, the Idempotency-Key's claim too
+        answer = {"source": restored.source, "reason": restored.reason}
+        return _json(answer | {"snapshot": restored.document}, headers={"ETag": restored.etag})
 
-    return writes.run(project, change)
+    return change
+
+
+# In a worker thread, never the write turn (SQLite's one writer): a rebuild reads and builds
+# for seconds before it writes.
+router.add_api_route(
+    "/restore",
+    restore,
+    methods=["POST"],
+    response_model=RestoreResult,
+    route_class_override=ReadFirstWriteRoute,
+)

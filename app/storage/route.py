@@ -307,3 +307,11 @@ class BulkWriteRoute(WriteRoute, BulkBodyRoute):
     (``app/core/limits.py``: beyond them it waits, then is a 429)."""
 
     write_turn_bytes = None
+
+
+class ReadFirstWriteRoute(WriteRoute):
+    """A write that reads and builds what it stores before its write takes any lock (a
+    restore's rebuild from memory: seconds for thousands of items): in a worker thread
+    whatever its body, never in its write turn, which on SQLite is every tenant's one writer."""
+
+    write_turn_bytes = 0
