@@ -104,6 +104,10 @@ async def import_archive(
     and imports nothing. Honours `Idempotency-Key`. A tenant, and the server, run a bounded
     number of imports under the bulk limit at once (saves' too): beyond them a request waits
     for a turn, then gets a 429 with `Retry-After`."""
+    if idempotency is not None:
+        replayed = await idempotency.recorded_first(get_database(request))
+        if replayed is not None:
+            return replayed
     turn = await bulk_import_turns(request).take(principal.tenant)
     try:
         return await run_in_threadpool(_import, project, request, principal, idempotency)
@@ -116,11 +120,6 @@ def _import(
 ) -> Response:
     raw = request.received
     database = get_database(request)
-    if idempotency is not None:
-        with database.read_session() as session:
-            replayed = idempotency.recorded(session)
-        if replayed is not None:
-            return replayed
     settings = get_settings(request)
     limits = service.Limits(
         member_bytes=settings.max_body_bytes,

@@ -92,7 +92,8 @@ class _SparseMapsUnread(tarfile.TarInfo):
     look at the member: a PAX map of 15 million entries, 270 KB of gzip, took 2 GB, and a map
     that is not numbers raised a ``ValueError`` (2026-11-27). ``sparse`` is set empty: the
     member is still known as sparse. tarfile calls these methods by these names; the tests read
-    each form of sparse member, so that a Python whose tarfile names them otherwise fails them.
+    each form of sparse member, among them 0.1 and 1.0 maps that are not numbers, which
+    tarfile's own methods raise on: a Python whose tarfile calls others fails them.
     """
 
     def _proc_sparse(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
@@ -144,8 +145,10 @@ def read(tar_bytes: bytes, limit: int) -> Iterator[Entry]:
                     assert extracted is not None
                     content = extracted.read()
                 yield Entry(_text(member.name), kind, member.size, content)
-    except (tarfile.TarError, EOFError, ValueError) as exc:
-        # ValueError: a header field tarfile could not read as a number.
+    except (tarfile.TarError, EOFError, ValueError, OverflowError, RecursionError) as exc:
+        # ValueError: a header field tarfile could not read as a number; OverflowError: a size
+        # past what a file can seek to (base-256, or a PAX size of 40 digits); RecursionError:
+        # hundreds of chained long-name or PAX headers, which tarfile reads recursively.
         raise MalformedDocument(f"The archive is not a readable tar file: {exc}.") from exc
 
 

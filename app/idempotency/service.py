@@ -21,9 +21,10 @@ from fastapi import Depends, Header, Request, Response
 from pydantic import AfterValidator
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.core import redaction
-from app.core.db import utcnow
+from app.core.db import Database, utcnow
 from app.core.deps import Writer, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
 from app.core.security import Principal
@@ -117,6 +118,16 @@ class Idempotency:
         """The remembered response for this key, looked up in ``session``; nothing claimed."""
         existing = IdempotencyRepository(session).get_live(self.tenant, self.key, utcnow())
         return self._replay(existing) if existing is not None else None
+
+    async def recorded_first(self, database: Database) -> Response | None:
+        """``recorded``, read in a worker thread before the request waits for a turn: a retry
+        of an import that finished is answered at once, never told to wait or come back."""
+
+        def read() -> Response | None:
+            with database.read_session() as session:
+                return self.recorded(session)
+
+        return await run_in_threadpool(read)
 
     def record_in(self, session: Session, response: Response) -> Response:
         """Claim the key and remember ``response`` in ``session``'s transaction; or, when a

@@ -277,7 +277,12 @@ class WriteRoute(ContextStoreRoute):
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
             if write_turn_bytes is None:
-                # An import under the bulk limit: one of the tenant's turns, waited for here.
+                # An import under the bulk limit: one of the tenant's turns, waited for here;
+                # a retry of one that finished is answered without.
+                if idempotency is not None:
+                    replayed = await idempotency.recorded_first(database)
+                    if replayed is not None:
+                        return answer_without_secrets(replayed)
                 turn = await bulk_import_turns(request).take(principal.tenant)
                 try:
                     response = await run_in_threadpool(run)

@@ -236,9 +236,11 @@ def _pax_sparse(name: str, headers: dict[str, str], data: bytes) -> tarfile.TarI
     return info
 
 
-# PAX's sparse forms, each with what tarfile would read as its map: versions 0.1 and 1.0 (its
-# map at the start of the data), well-formed and not numbers.
+# PAX's sparse forms, each with what tarfile would read as its map: versions 0.0, 0.1 and 1.0
+# (its map at the start of the data), well-formed and not numbers (tarfile's own reading of a
+# 0.1 or 1.0 map that is not numbers raises: these fail if it is ever called).
 _PAX_SPARSE = [
+    ("junk/f.bin", {"GNU.sparse.offset": "0", "GNU.sparse.numbytes": "2"}, b"{}"),  # 0.0
     ("mdan/mdan-save-1705314226.json", {"GNU.sparse.map": "0,2"}, b"{}"),
     ("junk/b.bin", {"GNU.sparse.map": "a,b"}, b"{}"),
     ("junk/c.bin", {"GNU.sparse.major": "1", "GNU.sparse.minor": "0"}, b"1\n0\n2\n{}"),
@@ -261,8 +263,12 @@ def _sparse_members() -> bytes:
             tar.fileobj.write(member)  # type: ignore[union-attr]  # tarfile's writer has no such member
             tar.offset += len(member)
         for name, headers, data in _PAX_SPARSE:
-            sizes = {"GNU.sparse.size": str(SPARSE_SIZE), "GNU.sparse.realsize": str(SPARSE_SIZE)}
-            tar.addfile(_pax_sparse(name, headers | sizes, data), io.BytesIO(data))
+            # 0.1 names its size GNU.sparse.size, 1.0 GNU.sparse.realsize, as GNU tar writes
+            # them: with the other's, tarfile would read a 1.0 member as 0.0.
+            size = "GNU.sparse.realsize" if "GNU.sparse.major" in headers else "GNU.sparse.size"
+            tar.addfile(
+                _pax_sparse(name, headers | {size: str(SPARSE_SIZE)}, data), io.BytesIO(data)
+            )
         decision = b'[{"id": "dec-1", "decision": "x"}]'
         info = tarfile.TarInfo(".autonomous/context/key-decisions.json")
         info.size = len(decision)
@@ -674,3 +680,59 @@ def test_a_member_name_that_is_not_utf8_is_reported_as_text(client, project):
     report = ArchiveReport.model_validate_json(answer.content)
     assert [item.path for item in report.refused] == ["features/\ufffd/context.json"]
     assert [item.path for item in report.imported] == ["features/ok1/context.json"]
+
+
+def test_a_retry_of_a_finished_archive_import_is_answered_while_the_turns_are_taken(
+    app, client, project, monkeypatch
+):
+    turns = app.state.bulk_imports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
+    archive = tar_gz({"notes/readme.txt": b"x"})
+    first = _post(client, project, archive, **{"Idempotency-Key": "finished-1"})
+    assert first.status_code == 200
+    entered, release = threading.Event(), threading.Event()
+    prepare = archive_service.prepare_import
+
+    def held_once(raw: bytes, limits: archive_service.Limits) -> list[archive_service.Step]:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return prepare(raw, limits)
+
+    monkeypatch.setattr(archive_service, "prepare_import", held_once)
+    with ThreadPoolExecutor(1) as pool:
+        other = pool.submit(_post, client, project, archive)
+        assert entered.wait(30)
+        retried = _post(client, project, archive, **{"Idempotency-Key": "finished-1"})
+        release.set()
+        assert other.result(30).status_code == 200
+    assert retried.status_code == 200 and retried.content == first.content
+
+
+def _header(name: bytes, size_field: bytes, kind: bytes = b"0") -> bytes:
+    """A ustar header written field by field: sizes tarfile's writer never writes."""
+    header = bytearray(tarfile.BLOCKSIZE)
+    header[0 : len(name)] = name
+    header[100:108] = b"0000644\0"
+    header[124:136] = size_field
+    header[156:157] = kind
+    header[257:265] = b"ustar\x0000"
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    return bytes(header)
+
+
+@pytest.mark.parametrize(
+    "tar",
+    [
+        _header(b"a", b"\x80" + b"\xff" * 11) + b"\0" * 1024,  # base-256: past what a file seeks
+        (_header(b"././@LongLink", b"%011o\0" % 4, b"L") + b"abc\0".ljust(512, b"\0")) * 400
+        + _header(b"a", b"%011o\0" % 0)
+        + b"\0" * 1024,  # 400 long names in a row: tarfile reads them recursively
+    ],
+    ids=["huge size", "chained long names"],
+)
+def test_a_tar_whose_headers_tarfile_cannot_follow_is_a_400(client, project, tar):
+    """An OverflowError and a RecursionError from tarfile were 500s (a review's fuzz)."""
+    assert_problem(_post(client, project, gzip.compress(tar)), 400)

@@ -417,3 +417,33 @@ def test_a_tenants_save_imports_beyond_its_turns_wait_then_get_a_429(
         release.set()
         assert first.result(30).status_code == 201
     assert import_save(client, project, seed_save()).status_code == 201
+
+
+def test_a_retry_of_a_finished_import_is_answered_while_the_turns_are_taken(
+    app, client, project, monkeypatch
+):
+    """Its Idempotency-Key's answer is read before the turn is waited for: a retry was told
+    to wait, then to come back (a review's finding)."""
+    turns = app.state.bulk_imports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
+    headers = {"Idempotency-Key": "finished-1"}
+    first = import_save(client, project, seed_save(), headers=headers)
+    assert first.status_code == 201
+    entered, release = threading.Event(), threading.Event()
+    prepare = saves_service.prepare_save
+
+    def held_once(raw: bytes, filename: str | None = None) -> saves_service.PreparedSave:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return prepare(raw, filename)
+
+    monkeypatch.setattr(saves_service, "prepare_save", held_once)
+    with ThreadPoolExecutor(1) as pool:
+        other = pool.submit(import_save, client, project, seed_save())
+        assert entered.wait(30)
+        retried = import_save(client, project, seed_save(), headers=headers)
+        release.set()
+        assert other.result(30).status_code == 201
+    assert retried.status_code == 201 and retried.content == first.content
