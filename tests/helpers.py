@@ -4,6 +4,7 @@ import io
 import json
 import os
 import tarfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,29 @@ def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> di
         "server": ("127.0.0.1", 8000),
         "state": {},
     }
+
+
+def one_bulk_turn_without_wait(app: Any, monkeypatch: Any) -> None:
+    """The app's turns for imports under the bulk limit: one a tenant, and no wait (set on
+    the app's own turns: starlette's State loses an attribute monkeypatch sets on it)."""
+    turns = app.state.bulk_imports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
+
+
+def hold_first_call(
+    monkeypatch: Any, owner: object, name: str
+) -> tuple[threading.Event, threading.Event]:
+    """``owner.name`` patched so that its first call, once it has set ``entered``, waits until
+    ``release`` is set: a request held in the middle of its work while others are sent."""
+    entered, release = threading.Event(), threading.Event()
+    original = getattr(owner, name)
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, held)
+    return entered, release

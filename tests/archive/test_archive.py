@@ -5,7 +5,6 @@ import io
 import json
 import math
 import tarfile
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +19,9 @@ from tests.helpers import (
     GOLDEN,
     assert_problem,
     golden_bytes,
+    hold_first_call,
     import_save,
+    one_bulk_turn_without_wait,
     python_indent2,
     seed_save,
     tar_gz,
@@ -637,21 +638,8 @@ def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
 ):
     """Imports take turns as exports do: one tenant's 18 large imports at once took every
     worker thread (a helper's live run, 2026-11-27), and every other request waited."""
-    # The app's own turns, one a tenant and no wait (starlette's State loses an attribute
-    # monkeypatch sets on it when the test ends).
-    turns = app.state.bulk_imports
-    monkeypatch.setattr(turns, "per_tenant", 1)
-    monkeypatch.setattr(turns, "wait_seconds", 0)
-    entered, release = threading.Event(), threading.Event()
-    prepare = archive_service.prepare_import
-
-    def held_once(raw: bytes, limits: archive_service.Limits) -> list[archive_service.Step]:
-        if not entered.is_set():
-            entered.set()
-            release.wait(30)
-        return prepare(raw, limits)
-
-    monkeypatch.setattr(archive_service, "prepare_import", held_once)
+    one_bulk_turn_without_wait(app, monkeypatch)
+    entered, release = hold_first_call(monkeypatch, archive_service, "prepare_import")
     archive = tar_gz({"notes/readme.txt": b"x"})
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(_post, client, project, archive)
@@ -685,22 +673,11 @@ def test_a_member_name_that_is_not_utf8_is_reported_as_text(client, project):
 def test_a_retry_of_a_finished_archive_import_is_answered_while_the_turns_are_taken(
     app, client, project, monkeypatch
 ):
-    turns = app.state.bulk_imports
-    monkeypatch.setattr(turns, "per_tenant", 1)
-    monkeypatch.setattr(turns, "wait_seconds", 0)
+    one_bulk_turn_without_wait(app, monkeypatch)
     archive = tar_gz({"notes/readme.txt": b"x"})
     first = _post(client, project, archive, **{"Idempotency-Key": "finished-1"})
     assert first.status_code == 200
-    entered, release = threading.Event(), threading.Event()
-    prepare = archive_service.prepare_import
-
-    def held_once(raw: bytes, limits: archive_service.Limits) -> list[archive_service.Step]:
-        if not entered.is_set():
-            entered.set()
-            release.wait(30)
-        return prepare(raw, limits)
-
-    monkeypatch.setattr(archive_service, "prepare_import", held_once)
+    entered, release = hold_first_call(monkeypatch, archive_service, "prepare_import")
     with ThreadPoolExecutor(1) as pool:
         other = pool.submit(_post, client, project, archive)
         assert entered.wait(30)

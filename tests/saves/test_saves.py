@@ -5,14 +5,21 @@ import json
 import logging
 import random
 import string
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from sqlalchemy import text
 
 from app.saves import service as saves_service
-from tests.helpers import assert_problem, golden_bytes, import_save, python_indent2, seed_save
+from tests.helpers import (
+    assert_problem,
+    golden_bytes,
+    hold_first_call,
+    import_save,
+    one_bulk_turn_without_wait,
+    python_indent2,
+    seed_save,
+)
 
 
 def _url(project: str, suffix: str = "") -> str:
@@ -393,21 +400,8 @@ def test_a_tenants_save_imports_beyond_its_turns_wait_then_get_a_429(
     """A save's import runs in a worker thread for as long as its parse, redaction and
     compression take: a tenant's imports take turns, as its archive imports do, so that its
     64 MiB saves sent at once cannot take every thread from the others."""
-    # The app's own turns, one a tenant and no wait (starlette's State loses an attribute
-    # monkeypatch sets on it when the test ends).
-    turns = app.state.bulk_imports
-    monkeypatch.setattr(turns, "per_tenant", 1)
-    monkeypatch.setattr(turns, "wait_seconds", 0)
-    entered, release = threading.Event(), threading.Event()
-    prepare = saves_service.prepare_save
-
-    def held_once(raw: bytes, filename: str | None = None) -> saves_service.PreparedSave:
-        if not entered.is_set():
-            entered.set()
-            release.wait(30)
-        return prepare(raw, filename)
-
-    monkeypatch.setattr(saves_service, "prepare_save", held_once)
+    one_bulk_turn_without_wait(app, monkeypatch)
+    entered, release = hold_first_call(monkeypatch, saves_service, "prepare_save")
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(import_save, client, project, seed_save())
         assert entered.wait(30)
@@ -424,22 +418,11 @@ def test_a_retry_of_a_finished_import_is_answered_while_the_turns_are_taken(
 ):
     """Its Idempotency-Key's answer is read before the turn is waited for: a retry was told
     to wait, then to come back (a review's finding)."""
-    turns = app.state.bulk_imports
-    monkeypatch.setattr(turns, "per_tenant", 1)
-    monkeypatch.setattr(turns, "wait_seconds", 0)
+    one_bulk_turn_without_wait(app, monkeypatch)
     headers = {"Idempotency-Key": "finished-1"}
     first = import_save(client, project, seed_save(), headers=headers)
     assert first.status_code == 201
-    entered, release = threading.Event(), threading.Event()
-    prepare = saves_service.prepare_save
-
-    def held_once(raw: bytes, filename: str | None = None) -> saves_service.PreparedSave:
-        if not entered.is_set():
-            entered.set()
-            release.wait(30)
-        return prepare(raw, filename)
-
-    monkeypatch.setattr(saves_service, "prepare_save", held_once)
+    entered, release = hold_first_call(monkeypatch, saves_service, "prepare_save")
     with ThreadPoolExecutor(1) as pool:
         other = pool.submit(import_save, client, project, seed_save())
         assert entered.wait(30)
