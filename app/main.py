@@ -112,7 +112,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # None before the lifespan has created them.
         database=lambda: getattr(app.state, "database", None),
         threads=lambda: getattr(app.state, "worker_threads", None),
-        exports=app.state.archive_exports,
+        turns={
+            "archive_exports": app.state.archive_exports,
+            "bulk_imports": app.state.bulk_imports,
+        },
     )
     app.state.metrics = metrics
 

@@ -2,7 +2,7 @@
 requests queue: for a worker thread, for a database connection, for an archive export's turn
 (read when scraped)."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from weakref import WeakKeyDictionary
 
 from anyio import CapacityLimiter
@@ -98,18 +98,18 @@ class PoolCollector(Collector):
 
 class QueueCollector(Collector):
     """The worker threads (anyio's limiter), SQLite's write thread (none of either before the
-    app has started) and the archive exports' turns: how many are in use, and how many
-    requests wait for one."""
+    app has started) and the turns of long work (archive exports, imports under the bulk
+    limit): how many are in use, and how many requests wait for one."""
 
     def __init__(
         self,
         threads: Callable[[], CapacityLimiter | None],
         database: Callable[[], Database | None],
-        exports: Turns,
+        turns: Mapping[str, Turns],
     ) -> None:
         self.threads = threads
         self.database = database
-        self.exports = exports
+        self.turns = turns
 
     def collect(self) -> Iterator[Metric]:
         if (limiter := self.threads()) is not None:
@@ -141,16 +141,17 @@ class QueueCollector(Collector):
                 "Small writes waiting for their turn (SQLite's writer, or their project's).",
                 value=database.write_turns.waiting,
             )
-        yield GaugeMetricFamily(
-            "context_store_archive_exports_running",
-            "Archive exports being built or sent.",
-            value=self.exports.total,
-        )
-        yield GaugeMetricFamily(
-            "context_store_archive_exports_waiting",
-            "Archive exports waiting for a turn.",
-            value=self.exports.waiting,
-        )
+        for name, turns in self.turns.items():
+            yield GaugeMetricFamily(
+                f"context_store_{name}_running",
+                f"{turns.what.capitalize()} running now (holding a turn).",
+                value=turns.total,
+            )
+            yield GaugeMetricFamily(
+                f"context_store_{name}_waiting",
+                f"{turns.what.capitalize()} waiting for a turn.",
+                value=turns.waiting,
+            )
 
 
 class Metrics:
@@ -160,8 +161,9 @@ class Metrics:
         self,
         database: Callable[[], Database | None],
         threads: Callable[[], CapacityLimiter | None],
-        exports: Turns,
+        turns: Mapping[str, Turns],
     ) -> None:
+        """``turns``: the turns of long work, by the name their metrics go under."""
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "context_store_http_requests",
@@ -196,7 +198,7 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(PoolCollector(database))
-        self.registry.register(QueueCollector(threads, database, exports))
+        self.registry.register(QueueCollector(threads, database, turns))
         # Each request's series, by their labels: ``labels()`` checks its arguments and takes a
         # lock at every call, and the series are few (methods, routes, statuses).
         self._in_progress: dict[str, Gauge] = {}

@@ -211,8 +211,9 @@ def test_metrics_show_requests_queueing_for_threads_connections_and_exports(clie
     assert f"context_store_worker_threads_limit {float(threads)}" in text
     assert re.search(r"^context_store_worker_threads_busy \d", text, re.MULTILINE)
     assert "context_store_worker_threads_waiting 0.0" in text
-    assert "context_store_archive_exports_running 0.0" in text
-    assert "context_store_archive_exports_waiting 0.0" in text
+    for turns in ("archive_exports", "bulk_imports"):
+        assert f"context_store_{turns}_running 0.0" in text
+        assert f"context_store_{turns}_waiting 0.0" in text
     assert re.search(r'context_store_db_pool_waiting\{pool="\w+"\} 0.0', text)
     waits = re.findall(r'context_store_db_pool_wait_seconds_count\{pool="\w+"\} ([0-9.]+)', text)
     assert sum(float(count) for count in waits) >= 1
