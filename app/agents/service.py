@@ -188,9 +188,13 @@ def _items(rows: list[AgentMemoryItem]) -> list[dict[str, Any]]:
 def _rebuilt_messages(
     session: Session, project: int | None, agent: str, options: RestoreRequest
 ) -> list[dict[str, Any]]:
+    """From the system prompt and ``agent``'s memory; ``project`` None: none yet (a restore,
+    like any write, creates it), and no memory."""
+    if project is None:
+        return compaction.build_messages(options.system_prompt, [], [], [])
+
     def memory(kind: MemoryKind) -> AgentMemoryRepository:
-        # No project yet: no memory (a restore, like any write, creates it).
-        return AgentMemoryRepository(session, project or 0, agent, kind)
+        return AgentMemoryRepository(session, project, agent, kind)
 
     traces = _items(memory(MemoryKind.raw_trace).of_last_turns(options.raw_tail_turns))
     return compaction.build_messages(

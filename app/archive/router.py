@@ -1,3 +1,5 @@
+import functools
+
 from fastapi import Request, Response
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
@@ -8,12 +10,7 @@ from app.core.body import BulkBodyRoute, DecodedRequest, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.limits import (
-    BULK_IMPORTS_ALL_RUNNING,
-    Turns,
-    bulk_import_turns,
-    too_many_running,
-)
+from app.core.limits import BULK_IMPORTS_ALL_RUNNING, Turns, too_many_running
 from app.core.pagination import Cursor, Limit
 from app.core.redaction import answer_without_secrets
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
@@ -22,6 +19,7 @@ from app.core.schemas import Page
 from app.core.security import Principal
 from app.formats.archive import MEDIA_TYPE
 from app.idempotency.service import Idempotency, IdempotencyDep
+from app.storage.route import in_bulk_import_turn
 
 # Archives carry whole projects: their import takes the bulk body limit.
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["archive"], route_class=BulkBodyRoute)
@@ -104,15 +102,8 @@ async def import_archive(
     and imports nothing. Honours `Idempotency-Key`. A tenant, and the server, run a bounded
     number of imports under the bulk limit at once (saves' too): beyond them a request waits
     for a turn, then gets a 429 with `Retry-After`."""
-    if idempotency is not None:
-        replayed = await idempotency.recorded_first(get_database(request))
-        if replayed is not None:
-            return replayed
-    turn = await bulk_import_turns(request).take(principal.tenant)
-    try:
-        return await run_in_threadpool(_import, project, request, principal, idempotency)
-    finally:
-        turn.release()
+    work = functools.partial(_import, project, request, principal, idempotency)
+    return await in_bulk_import_turn(request, principal.tenant, idempotency, work)
 
 
 def _import(

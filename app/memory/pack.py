@@ -53,6 +53,8 @@ class Pack:
     dropped: dict[str, int] = field(default_factory=dict)
     markdown: str = ""
     token_count: int = 0
+    # The feature as the pack quotes it (its title, the answer): the caller's query, redacted.
+    feature: str | None = None
 
 
 class Rankable(Protocol):
@@ -176,14 +178,14 @@ def _constraint(c: dict[str, Any]) -> str:
 
 
 def render_markdown(
-    feature_id: str | None,
+    feature: str | None,
     summary: str | None,
     decisions: list[Entry],
     failures: list[Entry],
     constraints: list[Entry],
 ) -> str:
-    # The feature is the caller's query, quoted: never a secret pasted into it.
-    title = "# Project context" + (f" for {redact_value(feature_id)}" if feature_id else "")
+    """``feature``: as the pack quotes it (``Pack.feature``)."""
+    title = "# Project context" + (f" for {feature}" if feature else "")
     sections = [title]
     if summary:
         sections.append("## Summary\n\n" + summary)
@@ -222,15 +224,24 @@ def build(
     max_tokens: int,
 ) -> Pack:
     """``decisions`` newest first, ``ranked_failures`` most relevant first (already capped)."""
-    floor = tokens.count(render_markdown(feature_id, None, [], [], constraints))
+    # The caller's query, quoted: never a secret pasted into it (it came back as it was sent).
+    feature = None if feature_id is None else redact_value(feature_id)
+    floor = tokens.count(render_markdown(feature, None, [], [], constraints))
     if floor > max_tokens:
         raise ConstraintsOverBudget(len(constraints), floor, max_tokens)
-    pack = Pack(summary, False, list(decisions), list(ranked_failures), list(constraints))
-    pack.dropped = {"decisions": 0, "failures": 0}
+    pack = Pack(
+        summary,
+        False,
+        list(decisions),
+        list(ranked_failures),
+        list(constraints),
+        {"decisions": 0, "failures": 0},
+        feature=feature,
+    )
 
     def size() -> int:
         pack.markdown = render_markdown(
-            feature_id, pack.summary, pack.decisions, pack.failures, pack.constraints
+            feature, pack.summary, pack.decisions, pack.failures, pack.constraints
         )
         pack.token_count = tokens.count(pack.markdown)
         return pack.token_count

@@ -35,7 +35,6 @@ from app.memory.schemas import (
     SummaryWarning,
 )
 from app.projects.service import project_id
-from app.redaction import redact_value
 from app.storage.writes import Write
 
 SUMMARY_FILE = "running-summary.json"
@@ -531,8 +530,7 @@ def context_pack(
     # Raises ConstraintsOverBudget when the active constraints alone exceed max_tokens.
     built = packing.build(feature_id, summary, decisions, ranked, constraints, max_tokens)
     return ContextPack(
-        # The caller's query, quoted: never a secret pasted into it.
-        feature_id=None if feature_id is None else redact_value(feature_id),
+        feature_id=built.feature,
         max_tokens=max_tokens,
         token_count=built.token_count,
         summary=built.summary,

@@ -277,17 +277,7 @@ class WriteRoute(ContextStoreRoute):
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
             if write_turn_bytes is None:
-                # An import under the bulk limit: one of the tenant's turns, waited for here;
-                # a retry of one that finished is answered without.
-                if idempotency is not None:
-                    replayed = await idempotency.recorded_first(database)
-                    if replayed is not None:
-                        return answer_without_secrets(replayed)
-                turn = await bulk_import_turns(request).take(principal.tenant)
-                try:
-                    response = await run_in_threadpool(run)
-                finally:
-                    turn.release()
+                response = await in_bulk_import_turn(request, principal.tenant, idempotency, run)
             elif received_size(request) > write_turn_bytes:
                 response = await run_in_threadpool(run)
             else:
@@ -305,11 +295,28 @@ class WriteRoute(ContextStoreRoute):
         return handing_writes, _REQUEST if request_name is None else request_name
 
 
+async def in_bulk_import_turn(
+    request: Request, tenant: str, idempotency: Idempotency | None, work: Callable[[], Response]
+) -> Response:
+    """An import under the bulk limit (a save's, an archive's): the recorded answer of its
+    Idempotency-Key, if it has one (a retry of a finished import is answered at once, never
+    told to wait or come back), else ``work`` in a worker thread once one of the tenant's
+    turns is free (``app/core/limits.py``: beyond them it waits, then is a 429)."""
+    if idempotency is not None:
+        replayed = await idempotency.recorded_first(get_database(request))
+        if replayed is not None:
+            return replayed
+    turn = await bulk_import_turns(request).take(tenant)
+    try:
+        return await run_in_threadpool(work)
+    finally:
+        turn.release()
+
+
 class BulkWriteRoute(WriteRoute, BulkBodyRoute):
     """A write whose body may be large (a save's import): the bulk body limit, and its write
     always in a worker thread, so that its parse and redaction never hold up the small writes
-    queued behind it, once it has one of its tenant's turns for imports under the bulk limit
-    (``app/core/limits.py``: beyond them it waits, then is a 429)."""
+    queued behind it, once it has one of its tenant's turns (``in_bulk_import_turn``)."""
 
     write_turn_bytes = None
 

@@ -532,7 +532,8 @@ def test_project_counts_and_deletion_cover_agents(client, project):
 def test_a_rebuild_is_built_before_its_write_takes_any_lock(client, project, monkeypatch):
     """A restore reads and builds with no lock held, then writes: made in its write, a
     rebuild of 4,000 items of 40 KB took 8-12 s and held every tenant's writes on SQLite
-    (a helper's run, 2026-11-27)."""
+    (a helper's run, 2026-11-27). Nor is it built in a write turn's thread, which on SQLite
+    every tenant's small writes wait for."""
     writing: set[int] = set()
     run = route.Writes.run
 
@@ -543,19 +544,24 @@ def test_a_rebuild_is_built_before_its_write_takes_any_lock(client, project, mon
         finally:
             writing.discard(threading.get_ident())
 
-    built_in_a_write: list[bool] = []
+    # Where each build ran: (in a write, in a write turn's thread).
+    built: list[tuple[bool, bool]] = []
     build = compaction.build_messages
 
     def watched_build(*args: object, **kwargs: object) -> object:
-        built_in_a_write.append(threading.get_ident() in writing)
+        turn = threading.current_thread().name.startswith("context-store-write")
+        built.append((threading.get_ident() in writing, turn))
         return build(*args, **kwargs)
 
+    fact = {"id": "sem_1", "ts": 1.0, "fact": "A fact.", "confidence": 1, "salience": 0.5}
+    assert client.post(_url(project, "memory/semantic"), json=fact).status_code == 201
     monkeypatch.setattr(route.Writes, "run", watched_run)
     monkeypatch.setattr(compaction, "build_messages", watched_build)
     restored = _restore(client, project)
     assert restored.status_code == 200, restored.text
     assert restored.json()["source"] == "rebuild"
-    assert built_in_a_write == [False]
+    assert "A fact." in json.dumps(restored.json()["snapshot"])
+    assert built == [(False, False)]
 
 
 def test_a_restore_whose_cache_changed_after_its_plan_plans_again(

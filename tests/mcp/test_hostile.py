@@ -561,3 +561,11 @@ def test_a_prompt_quoting_a_secret_pasted_as_an_argument_redacts_it(app, client,
     )
     text = answer["result"]["messages"][0]["content"]["text"]
     assert text.startswith("You are [REDACTED:api_key]") and "Zq7Wk2" not in json.dumps(answer)
+
+
+def test_an_empty_answer_goes_out_as_it_came():
+    """An answer whose start tells nothing is parsed; one that is not JSON at all (the SDK's
+    202 to a notification has no body) has nothing to parse or redact."""
+    for enabled in (True, False):
+        with RequestRedactions(enabled=enabled):
+            assert mcp_http._answer_without_secrets(b"") == b""
