@@ -249,11 +249,11 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         statement = select(MemoryItem).where(
             MemoryItem.project_id == project_id, MemoryItem.kind == kind
         )
-        statement = self._filtered(statement, where)
+        statement = self._filtered(statement, project_id, where)
         return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
 
     def _filtered(
-        self, statement: SelectOfScalar[MemoryItem], where: ItemFilter
+        self, statement: SelectOfScalar[MemoryItem], project_id: int, where: ItemFilter
     ) -> SelectOfScalar[MemoryItem]:
         equal = {
             MemoryItem.feature_id: where.feature_id,
@@ -272,15 +272,20 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         if where.active_at is not None:
             statement = statement.where(_unexpired(where.active_at))
         if where.q is not None:
-            statement = statement.where(self._matches(where.q))
+            statement = statement.where(self._matches(project_id, where.q))
         return statement
 
-    def _matches(self, query: str) -> ColumnElement[bool]:
-        """Full-text match of every word of ``query``, through the database's own index."""
+    def _matches(self, project_id: int, query: str) -> ColumnElement[bool]:
+        """Full-text match of every word of ``query`` among the project's items, through the
+        database's own index."""
         words = WORD.findall(query)
         if self._dialect == "sqlite":
-            # Each word a quoted FTS5 string: the user's text is never FTS5 syntax.
-            match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+            # Each word a quoted FTS5 string: the user's text is never FTS5 syntax. The
+            # project's id, matched in its own column of the index (migration 0018), keeps the
+            # search to the project's matches: without it, FTS5 read every project's matches of
+            # the words, which another tenant could time.
+            quoted = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+            match = f'project_id : "{project_id}" AND search_text : ({quoted})'
             matching_rows = text(
                 "SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH :match"
             ).bindparams(match=match)

@@ -617,3 +617,37 @@ def test_0017_writes_memory_search_entries_at_each_insert_on_postgresql(backend,
                 assert connection.execute(options).scalar() is None
     finally:
         engine.dispose()
+
+
+def test_0018_keys_the_search_index_by_project_and_keeps_every_item_found(backend, tenant):
+    """SQLite's full-text table is made again, by project, and filled from the items already
+    stored; its downgrade makes and fills the table before it (PostgreSQL: untouched)."""
+    url = backend.new_database_url()
+    upgrade(url)
+
+    def found(word: str) -> list[str]:
+        app = create_app(make_settings(url))
+        with TestClient(app):
+            client = client_for(app, create_key(app, tenant))
+            response = client.get("/v1/projects/p/memory/decisions", params={"q": word})
+            assert response.status_code == 200, response.text
+            return [item["id"] for item in response.json()["items"]]
+
+    app = create_app(make_settings(url))
+    with TestClient(app):
+        client = client_for(app, create_key(app, tenant))
+        for number, words in enumerate(["durable queue", "jwt tokens", "jwt cache"]):
+            item = {"id": f"d{number}", "decision": words}
+            assert client.post("/v1/projects/p/memory/decisions", json=item).status_code == 201
+    downgrade(url, "0017")
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            if backend.name == "sqlite":
+                match = "SELECT count(*) FROM memory_items_fts WHERE memory_items_fts MATCH 'jwt'"
+                assert connection.execute(text(match)).scalar_one() == 2
+    finally:
+        engine.dispose()
+    upgrade(url)
+    assert found("jwt") == ["d2", "d1"]
+    assert found("durable") == ["d0"]
