@@ -1,0 +1,91 @@
+"""Turns for long work (app/core/limits.py), the class itself: the order in which waiters get
+a free turn, and how many may wait. The routes that take turns are tested through HTTP with
+the imports and exports that take them (tests/saves, tests/archive)."""
+
+from collections.abc import Awaitable, Callable
+
+import anyio
+import pytest
+
+from app.core.errors import TooManyRequests
+from app.core.limits import LOOK_AGAIN_SECONDS, WAITERS_PER_TURN, Turn, Turns
+
+
+def _run(scenario: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(scenario)
+
+
+async def _queued(turns: Turns, tenant: str, group: anyio.abc.TaskGroup, taken: list[str]) -> None:
+    """``tenant`` waiting for a turn in ``group``; each turn got is noted in ``taken``."""
+
+    async def wait() -> None:
+        turn = await turns.take(tenant)
+        taken.append(tenant)
+        turn.release()
+
+    before = turns.waiting
+    group.start_soon(wait)
+    with anyio.fail_after(5):
+        while turns.waiting == before:
+            await anyio.sleep(0.001)
+
+
+def test_a_freed_turn_goes_to_the_oldest_waiter_not_to_a_newcomer():
+    """A waiter looks again only every LOOK_AGAIN_SECONDS, where a newcomer tries at once: the
+    newcomer would take every turn freed just before it came, and a stream of them keep the
+    waiter out until its 429."""
+
+    async def scenario() -> None:
+        turns = Turns("imports", per_tenant=1, per_server=1, wait_seconds=30)
+        taken: list[str] = []
+        held = await turns.take("first")
+        async with anyio.create_task_group() as group:
+            await _queued(turns, "waiter", group, taken)
+            held.release()
+            await _queued(turns, "newcomer", group, taken)
+        assert taken == ["waiter", "newcomer"]
+
+    _run(scenario)
+
+
+def test_a_waiter_whose_tenant_is_at_its_limit_holds_up_no_other_tenant():
+    async def scenario() -> None:
+        turns = Turns("imports", per_tenant=1, per_server=2, wait_seconds=30)
+        held = await turns.take("busy")
+        taken: list[str] = []
+        async with anyio.create_task_group() as group:
+            await _queued(turns, "busy", group, taken)
+            with anyio.fail_after(LOOK_AGAIN_SECONDS * 4):
+                other = await turns.take("other")
+            assert turns.held == {"busy": 1, "other": 1} and turns.waiting == 1
+            other.release()
+            held.release()
+        assert taken == ["busy"]
+
+    _run(scenario)
+
+
+def test_waiters_are_bounded_per_tenant_and_per_server():
+    """Beyond WAITERS_PER_TURN waiters for each turn (a tenant's, the server's), a request is
+    told at once to come back, however long it could wait: an import waits holding its body."""
+
+    async def scenario() -> None:
+        turns = Turns("imports", per_tenant=1, per_server=2, wait_seconds=30)
+        held: list[Turn] = [await turns.take("a"), await turns.take("b")]
+        taken: list[str] = []
+        async with anyio.create_task_group() as group:
+            for _ in range(WAITERS_PER_TURN):
+                await _queued(turns, "a", group, taken)
+            with anyio.fail_after(1), pytest.raises(TooManyRequests):
+                await turns.take("a")
+            for _ in range(WAITERS_PER_TURN):
+                await _queued(turns, "b", group, taken)
+            assert turns.waiting == 2 * WAITERS_PER_TURN
+            with anyio.fail_after(1), pytest.raises(TooManyRequests):
+                await turns.take("c")
+            for turn in held:
+                turn.release()
+        assert sorted(taken) == ["a"] * WAITERS_PER_TURN + ["b"] * WAITERS_PER_TURN
+        assert turns.total == 0 and turns.waiting == 0
+
+    _run(scenario)
