@@ -11,10 +11,11 @@ import socket
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import httpx
 import typer
@@ -475,6 +476,40 @@ class NothingToPush(Exception):
         self.skipped = skipped
 
 
+T = TypeVar("T")
+
+# A 429 says every turn for archives is taken and nothing was done (app/core/limits.py): push
+# and pull ask again after the server's Retry-After (at most MOST_BUSY_WAIT_SECONDS), as many
+# times in all as this.
+BUSY_ATTEMPTS = 5
+MOST_BUSY_WAIT_SECONDS = 60.0
+
+
+def _busy_wait_seconds(error: ContextStoreError) -> float:
+    """The server's Retry-After in seconds (5 when it gives none that is a number)."""
+    given = error.response.headers.get("retry-after", "")
+    return min(float(given), MOST_BUSY_WAIT_SECONDS) if given.isdigit() else 5.0
+
+
+def when_not_busy(what: str, attempt: Callable[[], T]) -> T:
+    """``attempt``, made again while the server answers 429, saying so on standard error."""
+    number = 1
+    while True:
+        try:
+            return attempt()
+        except ContextStoreError as exc:
+            if exc.status != 429 or number == BUSY_ATTEMPTS:
+                raise
+            number += 1
+            wait = _busy_wait_seconds(exc)
+            typer.echo(
+                f"{what}: the server is busy ({exc.detail or exc.title}); "
+                f"trying again in {wait:g} s ({number} of {BUSY_ATTEMPTS})",
+                err=True,
+            )
+            time.sleep(wait)
+
+
 def push_directory(store: ContextStoreClient, directory: Path, project: str) -> ArchiveReport:
     """Pack the directory's files of the layout into one archive and import it: one request,
     so the service reports on every file at once and a failed upload changes nothing. The
@@ -492,7 +527,7 @@ def push_directory(store: ContextStoreClient, directory: Path, project: str) -> 
                 sent = min(start + UPLOAD_CHUNK_BYTES, len(archive))
                 progress.update(task, completed=sent, visible=len(archive) >= LONG_TRANSFER_BYTES)
 
-        report = store.import_archive(project, chunks())
+        report = when_not_busy("push", lambda: store.import_archive(project, chunks()))
     return report.model_copy(update={"skipped": [*packed.skipped, *report.skipped]})
 
 
@@ -508,7 +543,12 @@ def pull_directory(store: ContextStoreClient, directory: Path, project: str) -> 
                 task, completed=received, total=total, visible=received >= LONG_TRANSFER_BYTES
             )
 
-        store.download_archive(project, spool.write, advance)
+        def download() -> None:
+            spool.seek(0)
+            spool.truncate()
+            store.download_archive(project, spool.write, advance)
+
+        when_not_busy("pull", download)
         spool.seek(0)
         unpacked = unpack(spool, directory)
     for name in unpacked.refused:
@@ -533,6 +573,7 @@ def push(
     features/<feature>/context.json, and .autonomous/context/ (the four project memory files).
     It says what happened to each file; everything else is skipped and listed with the reason.
     Exit status 1 when a file was refused, or when the directory holds no file of the layout.
+    A busy server (429) is asked again after its Retry-After, five times in all.
     """
     try:
         with ContextStoreClient(url, key) as store:
@@ -563,7 +604,8 @@ def pull(
     """Write a project's files into a workspace.
 
     The files land in the tools' layout (see push), each written atomically (a temporary
-    file, then a rename) with mode 0600.
+    file, then a rename) with mode 0600. A busy server (429) is asked again after its
+    Retry-After, five times in all.
     """
     try:
         with ContextStoreClient(url, key) as store:

@@ -9,12 +9,15 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import anyio
 import httpx
 import pytest
 
+from app import cli as cli_module
 from app.cli import print_report, pull_directory, push_directory
-from app.client import ContextStoreClient
+from app.client import ContextStoreClient, ContextStoreError
 from app.client.workspace import OutsideDirectory, pack, target_path, unpack
 from app.formats.errors import MAX_LISTED
 from tests.helpers import workspace_files
@@ -265,3 +268,42 @@ def test_push_of_a_directory_holding_nothing_it_knows_says_so(tmp_path):
             result.stderr
         )
         assert "cannot reach" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_push_and_pull_ask_a_busy_server_again_after_its_retry_after(
+    app, client, tenant, project, tmp_path, monkeypatch, capsys
+):
+    """A 429 (every turn for archives taken) changed nothing: push and pull wait the server's
+    Retry-After and ask again, saying so; five attempts in all, then the 429 is the answer."""
+    files = workspace_files()
+    _write_workspace(tmp_path / "source", files)
+    store = ContextStoreClient(http=client)
+    imports, exports = app.state.bulk_imports, app.state.archive_exports
+    for turns in (imports, exports):
+        monkeypatch.setattr(turns, "per_tenant", 1)
+        monkeypatch.setattr(turns, "wait_seconds", 0)
+    # The tenant's one turn, held as another import or export would hold it.
+    holding = [anyio.run(imports.take, tenant)]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if holding:
+            holding.pop().release()
+
+    monkeypatch.setattr(cli_module, "time", SimpleNamespace(sleep=sleep))
+    report = push_directory(store, tmp_path / "source", project)
+    assert report.refused == [] and len(report.imported) == len(files)
+    holding.append(anyio.run(exports.take, tenant))
+    assert sorted(pull_directory(store, tmp_path / "pulled", project)) == sorted(files)
+    assert waits == [5.0, 5.0]
+    said = capsys.readouterr().err
+    for what in ("push", "pull"):
+        assert f"{what}: the server is busy (" in said and "trying again in 5 s (2 of 5)" in said
+
+    waits.clear()
+    held = anyio.run(imports.take, tenant)  # and never given back while push tries
+    with pytest.raises(ContextStoreError) as refused:
+        push_directory(store, tmp_path / "source", project)
+    held.release()
+    assert refused.value.status == 429 and waits == [5.0] * 4
