@@ -26,6 +26,9 @@ NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
 # By the names of the columns an append writes (``ItemRepository.append``).
 _APPENDS: dict[frozenset[str], DriverStatement] = {}
 WORD = re.compile(r"\w+")
+# SQLite's full-text index keys an item by ``project_id * PROJECT_RANGE + id`` (migration 0018):
+# a project's items are one range of it.
+PROJECT_RANGE = 2**32
 
 
 @dataclass(frozen=True)
@@ -280,15 +283,16 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         database's own index."""
         words = WORD.findall(query)
         if self._dialect == "sqlite":
-            # Each word a quoted FTS5 string: the user's text is never FTS5 syntax. The
-            # project's id, matched in its own column of the index (migration 0018), keeps the
-            # search to the project's matches: without it, FTS5 read every project's matches of
-            # the words, which another tenant could time.
-            quoted = " ".join('"' + word.replace('"', '""') + '"' for word in words)
-            match = f'project_id : "{project_id}" AND search_text : ({quoted})'
+            # Each word a quoted FTS5 string: the user's text is never FTS5 syntax. The index
+            # keys an item by its project's range (migration 0018), and FTS5 seeks each word's
+            # list to the range: another project's matches are never read (they were, and
+            # another tenant could time them).
+            match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+            first = project_id * PROJECT_RANGE
             matching_rows = text(
-                "SELECT rowid FROM memory_items_fts WHERE memory_items_fts MATCH :match"
-            ).bindparams(match=match)
+                "SELECT rowid - :first FROM memory_items_fts WHERE memory_items_fts MATCH :match "
+                "AND rowid BETWEEN :first AND :last"
+            ).bindparams(match=match, first=first, last=first + PROJECT_RANGE - 1)
             return col(MemoryItem.id).in_(matching_rows)
         # The same expression as the GIN index, so that the planner can use it.
         vector = func.to_tsvector(literal_column("'simple'"), MemoryItem.search_text)
