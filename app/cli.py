@@ -488,7 +488,9 @@ MOST_BUSY_WAIT_SECONDS = 60.0
 def _busy_wait_seconds(error: ContextStoreError) -> float:
     """The server's Retry-After in seconds (5 when it gives none that is a number)."""
     given = error.response.headers.get("retry-after", "")
-    return min(float(given), MOST_BUSY_WAIT_SECONDS) if given.isdigit() else 5.0
+    # ASCII digits only: str.isdigit takes "²", which float does not.
+    seconds = given.isascii() and given.isdigit()
+    return min(float(given), MOST_BUSY_WAIT_SECONDS) if seconds else 5.0
 
 
 def when_not_busy(what: str, attempt: Callable[[], T]) -> T:

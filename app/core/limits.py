@@ -56,12 +56,11 @@ class Turns:
     thread and no connection) and looking again every ``LOOK_AGAIN_SECONDS``, then gets a 429
     with ``Retry-After``.
 
-    Waiters go first in the order they came: a free turn is taken by the oldest waiter that may
-    take it (its tenant below its own limit), not by whoever looks first, so that a stream of
-    newcomers cannot keep a waiter out until its 429. And they are bounded, as the turns are:
-    at most ``WAITERS_PER_TURN`` times as many waiting as may run, for a tenant and in all;
-    beyond them a request is told at once to come back (an import waits holding its body, up
-    to the bulk limit).
+    Waiters go first in the order they came: the free turns are for the oldest waiters that may
+    take them (each tenant below its own limit), not for whoever looks first, so that a stream
+    of newcomers cannot keep a waiter out until its 429. And they are bounded, as the turns
+    are (``_queued``); beyond the bounds a request is told at once to come back (an import
+    waits holding its body, up to the bulk limit).
 
     The counts are kept under a lock, and a waiter looks rather than waits on an event:
     in-process callers serve requests on event loops of their own (the tests' clients, each in
@@ -88,32 +87,41 @@ class Turns:
     def waiting(self) -> int:
         return len(self._queue)
 
-    def _free_for(self, tenant: str) -> bool:
-        return self.total < self.per_server and self.held[tenant] < self.per_tenant
+    def _free_for(self, tenant: str, claimed: Counter[str]) -> bool:
+        """A turn is free for ``tenant`` once the waiters' turns in ``claimed`` are taken."""
+        return (
+            self.total + claimed.total() < self.per_server
+            and self.held[tenant] + claimed[tenant] < self.per_tenant
+        )
 
     def _taken(self, tenant: str, ticket: int | None = None) -> bool:
-        """A turn for ``tenant``, taken if one is free and no waiter before ``ticket`` (before
-        every waiter, without one) may take it."""
+        """A turn for ``tenant``, taken if one is free once every waiter before ``ticket``
+        (before every waiter, without one) that may take a turn has had it."""
         with self._lock:
-            if not self._free_for(tenant):
-                return False
+            claimed: Counter[str] = Counter()
             for earlier, other in self._queue.items():
                 if earlier == ticket:
                     break
-                if self._free_for(other):
-                    return False
+                if self._free_for(other, claimed):
+                    claimed[other] += 1
+            if not self._free_for(tenant, claimed):
+                return False
             self.held[tenant] += 1
             if ticket is not None:
                 del self._queue[ticket]
             return True
 
     def _queued(self, tenant: str) -> int | None:
-        """A ticket for ``tenant``'s place among the waiters; None when they are all taken."""
+        """A ticket for ``tenant``'s place among the waiters; None when its places are all
+        taken: ``per_tenant`` times WAITERS_PER_TURN of its own, of which those beyond its
+        first ``per_tenant`` also count against ``per_server`` times WAITERS_PER_TURN for
+        every tenant's (so that two busy tenants cannot leave a third no place to wait)."""
         with self._lock:
-            waiting_here = sum(other == tenant for other in self._queue.values())
-            if (
-                waiting_here >= self.per_tenant * WAITERS_PER_TURN
-                or len(self._queue) >= self.per_server * WAITERS_PER_TURN
+            waiting = Counter(self._queue.values())
+            beyond_first = sum(max(0, count - self.per_tenant) for count in waiting.values())
+            if waiting[tenant] >= self.per_tenant * WAITERS_PER_TURN or (
+                waiting[tenant] >= self.per_tenant
+                and beyond_first >= self.per_server * WAITERS_PER_TURN
             ):
                 return None
             ticket = next(self._tickets)

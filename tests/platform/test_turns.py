@@ -65,27 +65,57 @@ def test_a_waiter_whose_tenant_is_at_its_limit_holds_up_no_other_tenant():
     _run(scenario)
 
 
+def test_free_turns_go_to_as_many_waiters_as_they_serve():
+    """Two turns freed at once serve the first two waiters, whichever looks first: a waiter
+    defers only to the waiters before it that the free turns would serve."""
+
+    async def scenario() -> None:
+        turns = Turns("imports", per_tenant=1, per_server=2, wait_seconds=30)
+        held = [await turns.take("a"), await turns.take("b")]
+        # A waiter that has not looked again yet (a request asleep between its looks).
+        assert turns._queued("c") is not None
+        taken: list[str] = []
+        async with anyio.create_task_group() as group:
+            await _queued(turns, "d", group, taken)
+            for turn in held:
+                turn.release()
+            with anyio.fail_after(5):
+                while not taken:
+                    await anyio.sleep(LOOK_AGAIN_SECONDS / 5)
+        assert taken == ["d"]
+
+    _run(scenario)
+
+
 def test_waiters_are_bounded_per_tenant_and_per_server():
-    """Beyond WAITERS_PER_TURN waiters for each turn (a tenant's, the server's), a request is
-    told at once to come back, however long it could wait: an import waits holding its body."""
+    """Beyond WAITERS_PER_TURN waiters for each of its turns, a tenant's request is told at
+    once to come back, however long it could wait: an import waits holding its body. A
+    tenant's waiters beyond its first ``per_tenant`` also count against WAITERS_PER_TURN for
+    each of the server's turns, so the busiest tenants cannot leave another no place."""
 
     async def scenario() -> None:
         turns = Turns("imports", per_tenant=1, per_server=2, wait_seconds=30)
         held: list[Turn] = [await turns.take("a"), await turns.take("b")]
+        bound = WAITERS_PER_TURN  # a tenant's: per_tenant is 1
         taken: list[str] = []
         async with anyio.create_task_group() as group:
-            for _ in range(WAITERS_PER_TURN):
+            for _ in range(bound):
                 await _queued(turns, "a", group, taken)
             with anyio.fail_after(1), pytest.raises(TooManyRequests):
                 await turns.take("a")
-            for _ in range(WAITERS_PER_TURN):
+            for _ in range(bound):
                 await _queued(turns, "b", group, taken)
-            assert turns.waiting == 2 * WAITERS_PER_TURN
+            # a and b each wait beyond their first: 2 * (bound - 1) of the server's 2 * bound,
+            # which leaves c its first and two more.
+            for _ in range(3):
+                await _queued(turns, "c", group, taken)
             with anyio.fail_after(1), pytest.raises(TooManyRequests):
                 await turns.take("c")
+            await _queued(turns, "d", group, taken)  # its first still has a place
+            assert turns.waiting == 2 * bound + 4
             for turn in held:
                 turn.release()
-        assert sorted(taken) == ["a"] * WAITERS_PER_TURN + ["b"] * WAITERS_PER_TURN
+        assert sorted(taken) == sorted(["a"] * bound + ["b"] * bound + ["c"] * 3 + ["d"])
         assert turns.total == 0 and turns.waiting == 0
 
     _run(scenario)
