@@ -313,5 +313,5 @@ def test_push_and_pull_ask_a_busy_server_again_after_its_retry_after(
 def test_a_busy_servers_retry_after_is_read_as_seconds_or_not_at_all(given, wait):
     """Another server's (a proxy's) Retry-After: ASCII digits, at most a minute; anything else
     (a date, "²", which str.isdigit takes and float does not) is 5 s, never a crash."""
-    answer = httpx.Response(429, headers={"retry-after": given})
+    answer = httpx.Response(429, headers={"retry-after": given.encode()})
     assert cli_module._busy_wait_seconds(ContextStoreError(answer)) == wait
