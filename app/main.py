@@ -88,6 +88,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         default_response_class=FastJSONResponse,
         docs_url=None,
         redoc_url=None,
+        # A path with a slash too many is a 404 like any other: Starlette's redirect to the
+        # path without it was built from the request's Host and kept its query, so it sent a
+        # client (a key in its query with it) wherever a forged Host named, with no key asked.
+        redirect_slashes=False,
     )
     app.state.settings = settings
     app.state.principal_cache = PrincipalCache(settings.auth_cache_seconds)

@@ -3,9 +3,9 @@
 FastAPI (0.165) finds a request's route by asking every included router in turn, and each router
 tries every one of its routes, with bookkeeping in the request's scope around each try: a
 decision POST tried about sixty routes (80-160 µs of CPU) before it reached the memory router,
-and a 404 tried all of them, twice (the trailing-slash redirect tries again). A ``GatedRouter``
-first matches the request's path against one expression that joins its routes' own path
-expressions, and answers "no match" at once when none of them could match it.
+and a 404 tried all of them, twice (the trailing-slash redirect, now off, tried again). A
+``GatedRouter`` first matches the request's path against one expression that joins its routes'
+own path expressions, and answers "no match" at once when none of them could match it.
 """
 
 import re

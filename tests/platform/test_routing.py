@@ -3,6 +3,8 @@
 
 import re
 
+import pytest
+
 from app.core.routing import GatedRouter
 from app.main import create_app
 from tests.conftest import make_settings
@@ -20,3 +22,24 @@ def test_every_router_of_the_app_has_a_gate(database_url):
         assert router.gate is not None, router.prefix
         for member in router.routes:
             assert router.gate.match(re.sub(r"{[^}]*}", "1", member.path_format))
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/projects/", "/healthz/", "/metrics/", "/mcp/", "/docs/", "/v1/admin/keys/"],
+)
+def test_a_path_with_a_slash_too_many_is_a_404_not_a_redirect(client, path):
+    """Starlette's redirect to the path without its slash was built from the request's Host
+    and kept its query string: any Host a client forged, a secret in the query with it, and
+    no key asked."""
+    secret = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    response = client.get(
+        path,
+        params={"token": secret},
+        headers={"Host": "evil.example"},
+        follow_redirects=False,
+    )
+    assert response.status_code == 404, (response.status_code, response.headers)
+    assert "location" not in response.headers
+    assert response.headers["content-type"].startswith("application/problem+json")
+    assert secret not in response.text and "evil.example" not in response.text
