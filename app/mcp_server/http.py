@@ -8,7 +8,9 @@ made idempotent and answered exactly as the REST request would be.
 """
 
 import json
+import re
 from contextvars import ContextVar
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -111,13 +113,45 @@ def _is_tool_error(body: bytes) -> bool:
     return _TOOL_ERROR in body and not _is_result(json.loads(body))
 
 
+# pydantic quotes the input of a failed validation, cut in its middle when long: what is
+# left of a secret's either side of the cut is what no pattern finds (22 of a 40-character
+# key's characters came back). One line of its message, the last ``input_type`` its own.
+_QUOTED_INPUT = re.compile(r"input_value=.*, input_type=")
+_NOT_QUOTED = "input_value=(not shown), input_type="
+
+
+def _unquoted(value: Any) -> Any:
+    if isinstance(value, str):
+        return _QUOTED_INPUT.sub(_NOT_QUOTED, value)
+    if isinstance(value, list):
+        return [_unquoted(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _unquoted(item) for key, item in value.items()}
+    return value
+
+
+def _error_without_secrets(body: bytes) -> bytes:
+    """An error, or a tool's error, with no input quoted (``_QUOTED_INPUT``) and any secret
+    it quotes otherwise redacted."""
+    if b"input_value=" in body:
+        try:
+            answer = json.loads(body)
+        except ValueError:  # not JSON: its text
+            body = _unquoted(body.decode("utf-8", "replace")).encode()
+        else:
+            body = json.dumps(_unquoted(answer), separators=(",", ":")).encode()
+    return json_without_secrets(body)
+
+
 def _parsed_without_secrets(body: bytes) -> bytes:
     """``_answer_without_secrets`` for an answer whose start does not tell what it is."""
     try:
         result = _is_result(json.loads(body))
     except ValueError:  # not JSON (an empty body): nothing to parse
         result = False
-    return json_without_secrets(body) if not result or redaction.enabled() else body
+    if not result:
+        return _error_without_secrets(body)
+    return json_without_secrets(body) if redaction.enabled() else body
 
 
 def _answer_without_secrets(body: bytes) -> bytes:
@@ -135,7 +169,7 @@ def _answer_without_secrets(body: bytes) -> bytes:
     if answered is None:
         return _parsed_without_secrets(body)
     if not body.startswith(_RESULT, answered[1]) or _is_tool_error(body):
-        return json_without_secrets(body)
+        return _error_without_secrets(body)
     if not redaction.enabled():
         return body
     request_id, end = answered

@@ -569,3 +569,31 @@ def test_an_empty_answer_goes_out_as_it_came():
     for enabled in (True, False):
         with RequestRedactions(enabled=enabled):
             assert mcp_http._answer_without_secrets(b"") == b""
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        "Authorization: Bearer Zx9Qm2Lk7Vt4Rp8Wn3Yh6Jc5Bg1Df0Sa",
+        "sk-proj-Zx9Qm2Lk7Vt4Rp8Wn3Yh6Jc5Bg1Df0SaKe7Ty",
+        "ghp_Zx9Qm2Lk7Vt4Rp8Wn3Yh6Jc5Bg1Df0SaKe7T",
+        "password=Zx9Qm2Lk7Vt4Rp",
+    ],
+    ids=["bearer", "openai", "github", "assignment"],
+)
+def test_an_envelope_the_sdk_refuses_never_echoes_what_is_left_of_a_cut_secret(
+    app, client, quoted
+):
+    """The SDK's refusal of a malformed envelope quotes pydantic's message, which quotes the
+    input cut in its middle when long: the tail of a secret, without the head any pattern
+    finds, came back (22 of a 40-character key's characters)."""
+    response = TestClient(app, base_url=BASE_URL).post(
+        "/mcp",
+        content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": quoted}),
+        headers=HEADERS | key_headers(key_of(client)) | {"Content-Type": "application/json"},
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == INVALID_PARAMS, response.text
+    secret = quoted.rsplit(" ", 1)[-1].rsplit("=", 1)[-1]
+    tails = {secret[at : at + 6] for at in range(len(secret) - 5)}
+    assert not [tail for tail in tails if tail in response.text], response.text
