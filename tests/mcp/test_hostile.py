@@ -581,9 +581,7 @@ def test_an_empty_answer_goes_out_as_it_came():
     ],
     ids=["bearer", "openai", "github", "assignment"],
 )
-def test_an_envelope_the_sdk_refuses_never_echoes_what_is_left_of_a_cut_secret(
-    app, client, quoted
-):
+def test_an_envelope_the_sdk_refuses_never_echoes_what_is_left_of_a_cut_secret(app, client, quoted):
     """The SDK's refusal of a malformed envelope quotes pydantic's message, which quotes the
     input cut in its middle when long: the tail of a secret, without the head any pattern
     finds, came back (22 of a 40-character key's characters)."""
