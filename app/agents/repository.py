@@ -1,6 +1,6 @@
 from typing import Any
 
-from sqlalchemy import delete, insert
+from sqlalchemy import ColumnElement, delete, insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
@@ -50,12 +50,15 @@ class AgentMemoryRepository:
         self.agent = agent
         self.kind = kind
 
-    def _select(self) -> SelectOfScalar[AgentMemoryItem]:
-        return select(AgentMemoryItem).where(
-            AgentMemoryItem.project_id == self.project_id,
-            AgentMemoryItem.agent == self.agent,
-            AgentMemoryItem.kind == self.kind.value,
+    def _of_log(self) -> tuple[ColumnElement[bool], ...]:
+        return (
+            col(AgentMemoryItem.project_id) == self.project_id,
+            col(AgentMemoryItem.agent) == self.agent,
+            col(AgentMemoryItem.kind) == self.kind.value,
         )
+
+    def _select(self) -> SelectOfScalar[AgentMemoryItem]:
+        return select(AgentMemoryItem).where(*self._of_log())
 
     def add(self, lines: list[tuple[bytes, str | None]]) -> None:
         """Append ``(line, turn_id)`` pairs, in order; raw traces also register their turns.
@@ -127,6 +130,12 @@ class AgentMemoryRepository:
 
     def all(self) -> list[AgentMemoryItem]:
         return list(self.session.exec(self._select().order_by(col(AgentMemoryItem.id))))
+
+    def lines(self) -> list[bytes]:
+        """Every item's line, in append order: the column alone, no row objects (a file of
+        100,000 lines is read to be sent whole)."""
+        statement = select(AgentMemoryItem.line).where(*self._of_log())
+        return list(self.session.exec(statement.order_by(col(AgentMemoryItem.id))))
 
     def latest(self, count: int) -> list[AgentMemoryItem]:
         """The last ``count`` items, oldest first."""

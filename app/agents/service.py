@@ -153,13 +153,13 @@ def memory_page(
 
 def memory_lines(write: Write, agent: str, kind: MemoryKind) -> list[bytes]:
     """The lines stored, in append order, as the write sees them."""
-    return [item.line for item in _memory_in(write, agent, kind).all()]
+    return _memory_in(write, agent, kind).lines()
 
 
 def memory_file(
     session: Session, tenant: str, project: str, agent: str, kind: MemoryKind
 ) -> Download:
-    lines = [item.line for item in _memory(session, tenant, project, agent, kind).all()]
+    lines = _memory(session, tenant, project, agent, kind).lines()
     return Download.of(FILENAMES[kind], agent_memory.render_file(lines))
 
 
