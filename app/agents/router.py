@@ -3,6 +3,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from app.agents import service
 from app.agents.schemas import (
@@ -17,8 +18,9 @@ from app.core.conditional import Precondition, if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
+from app.core.limits import EXPORTS_ALL_RUNNING, export_turns
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ResponsesDoc, document_response
+from app.core.responses import ClosingResponse, ResponsesDoc, document_response
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
@@ -44,6 +46,7 @@ MEMORY_LIST: ResponsesDoc = {
         "content": {NDJSON_MEDIA_TYPE: {"schema": {"type": "string"}}},
     },
     304: {"description": "Unchanged (If-None-Match, for the JSONL file)."},
+    429: EXPORTS_ALL_RUNNING,
 }
 APPEND_BODY = raw_body(
     "application/json",
@@ -142,7 +145,7 @@ def _wants_ndjson(request: Request) -> bool:
 
 
 @router.get("/memory/{memory}", response_model=Page[dict[str, Any]], responses=MEMORY_LIST)
-def list_memory(
+async def list_memory(
     project: ProjectName,
     agent: AgentName,
     memory: MemoryFile,
@@ -153,14 +156,25 @@ def list_memory(
     limit: Limit = 50,
 ) -> Response:
     """Items oldest first. With `Accept: application/x-ndjson`, the whole file as autobyteus
-    writes it (`json.dumps(item)` and a newline per item), as a download."""
+    writes it (`json.dumps(item)` and a newline per item), as a download; a tenant, and the
+    server, send a bounded number of whole files (and archives) at once: beyond them a request
+    waits for a turn, then gets a 429 with `Retry-After`."""
+    tenant = principal.tenant
     if _wants_ndjson(request):
-        exported = service.memory_file(session, principal.tenant, project, agent, memory.kind)
-        response = document_response(request, exported, media_type=NDJSON_MEDIA_TYPE)
+        turn = await export_turns(request).take(tenant)
+        try:
+            exported = await run_in_threadpool(
+                service.memory_file, session, tenant, project, agent, memory.kind
+            )
+            response = document_response(request, exported, media_type=NDJSON_MEDIA_TYPE)
+        except BaseException:
+            turn.release()
+            raise
         response.headers["Vary"] = "Accept, Accept-Encoding"
-        return response
-    lines, next_cursor = service.memory_page(
-        session, principal.tenant, project, agent, memory.kind, cursor, limit
+        # The turn is held until the file is sent: its bytes are held until then.
+        return ClosingResponse(response, turn.release)
+    lines, next_cursor = await run_in_threadpool(
+        service.memory_page, session, tenant, project, agent, memory.kind, cursor, limit
     )
     # The stored lines are already JSON: spliced in, not parsed and rendered again.
     content = b'{"items":[' + b",".join(spliceable(line) for line in lines) + b'],"next_cursor":'

@@ -10,7 +10,7 @@ from app.core.body import BulkBodyRoute, DecodedRequest, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.limits import BULK_IMPORTS_ALL_RUNNING, Turns, too_many_running
+from app.core.limits import BULK_IMPORTS_ALL_RUNNING, EXPORTS_ALL_RUNNING, export_turns
 from app.core.pagination import Cursor, Limit
 from app.core.redaction import answer_without_secrets
 from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
@@ -30,13 +30,8 @@ ARCHIVE_FILE: ResponsesDoc = {
         "description": "The project's files as a .tar.gz, laid out as the tools lay them out.",
         "content": {MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
     },
-    429: too_many_running("archive exports"),
+    429: EXPORTS_ALL_RUNNING,
 }
-
-
-def export_turns(request: Request) -> Turns:
-    turns: Turns = request.app.state.archive_exports
-    return turns
 
 
 @router.get("/archive", response_class=SpooledResponse, status_code=200, responses=ARCHIVE_FILE)

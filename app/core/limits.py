@@ -1,7 +1,10 @@
 """Turns for long work: at most so many at once per tenant and per server.
 
 An archive export holds a worker thread and a connection while it builds its archive, then a
-spool (memory, then a temporary file) until its client has read it all; an import under the
+spool (memory, then a temporary file) until its client has read it all; an agent's memory
+file sent whole (NDJSON) holds them while it is read, then its bytes until they are sent (a
+file of raw traces grows without bound: 16 exports at once of one of 45 MB held 1.5 GB and
+every other tenant's requests for seconds, 2026-11-27); an import under the
 bulk limit (a save's, an archive's) holds a worker thread while it parses, redacts and
 compresses up to 64 MiB. Turns bound how many run at once, so that one tenant cannot take
 every export (or the disk), or every worker thread, from the others.
@@ -35,6 +38,7 @@ def too_many_running(what: str) -> dict[str, Any]:
 
 
 BULK_IMPORTS_ALL_RUNNING = too_many_running("imports under the bulk limit")
+EXPORTS_ALL_RUNNING = too_many_running("exports of whole files")
 
 
 class Turn:
@@ -165,4 +169,11 @@ class Turns:
 def bulk_import_turns(request: Request) -> Turns:
     """The app's turns for imports under the bulk limit (``create_app`` makes them)."""
     turns: Turns = request.app.state.bulk_imports
+    return turns
+
+
+def export_turns(request: Request) -> Turns:
+    """The app's turns for exports of whole files (an archive, an agent's memory file as
+    NDJSON): ``create_app`` makes them."""
+    turns: Turns = request.app.state.archive_exports
     return turns

@@ -57,6 +57,23 @@ def document_response(
     return Response(content=content, media_type=media_type, headers=headers)
 
 
+class ClosingResponse(Response):
+    """``response`` sent as it is, and ``on_close`` run when it ends, sent or not (a turn given
+    back once the client has the body, or has gone)."""
+
+    def __init__(self, response: Response, on_close: Callable[[], None]) -> None:
+        super().__init__(response.body, status_code=response.status_code)
+        self.raw_headers = response.raw_headers
+        self.background = response.background
+        self.on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.on_close()
+
+
 def open_spool(memory_bytes: int) -> BinaryIO:
     """A temporary file that stays in memory up to ``memory_bytes`` (0: straight to disk)."""
     if memory_bytes == 0:

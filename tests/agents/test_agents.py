@@ -3,6 +3,7 @@
 import json
 import threading
 
+import anyio
 import pytest
 from sqlalchemy import text
 
@@ -591,3 +592,29 @@ def test_a_restore_whose_cache_changed_after_its_plan_plans_again(
     restored = _restore(client, project)
     assert restored.status_code == 200, restored.text
     assert len(plans) == 2 and plans[0] != "changed" and plans[1] == "changed"
+
+
+def test_a_memory_file_sent_whole_takes_an_export_turn_until_it_is_sent(
+    app, client, tenant, project, monkeypatch
+):
+    """An agent's memory file sent whole (NDJSON) grows without bound: it takes one of the
+    tenant's export turns, as an archive does, held until the file is sent (or a 304 is);
+    beyond them a 429 with Retry-After. A page of the JSON form takes none."""
+    turns = app.state.archive_exports
+    monkeypatch.setattr(turns, "per_tenant", 1)
+    monkeypatch.setattr(turns, "wait_seconds", 0)
+    url = _url(project, "memory/raw-traces")
+    assert client.post(url, json=[raw_trace("t", 1), raw_trace("t", 2)]).status_code == 201
+    whole = {"Accept": NDJSON}
+    held = anyio.run(turns.take, tenant)
+    refused = client.get(url, headers=whole)
+    assert_problem(refused, 429)
+    assert refused.headers["Retry-After"] == "5"
+    assert client.get(url).status_code == 200
+    held.release()
+    sent = client.get(url, headers=whole)
+    assert sent.status_code == 200 and sent.content.count(b"\n") == 2
+    assert turns.total == 0
+    unchanged = client.get(url, headers=whole | {"If-None-Match": sent.headers["ETag"]})
+    assert unchanged.status_code == 304
+    assert turns.total == 0
