@@ -180,10 +180,12 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         )
         return list(self.session.exec(statement))
 
-    def live(self, project_id: int, kind: str) -> list[MemoryItem]:
-        """The items of ``kind`` not archived, in file order: the file's contents."""
+    def live_contents(self, project_id: int, kind: str) -> list[bytes]:
+        """The documents of the items of ``kind`` not archived, in file order: the file's
+        contents, the column alone (no rows, whose search text is up to 100,000 characters an
+        item)."""
         statement = (
-            select(MemoryItem)
+            select(MemoryItem.content)
             .where(*_live(kind, project_id))
             .order_by(col(MemoryItem.position), col(MemoryItem.id))
         )

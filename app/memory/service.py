@@ -364,8 +364,8 @@ def delete_item(write: Write, kind: ItemKind, item_id: str, precondition: Precon
 # List files.
 
 
-def _render_items(items: list[MemoryItem], style: Style) -> bytes:
-    return codec.render([_document(item) for item in items], style)
+def _render_items(contents: list[bytes], style: Style) -> bytes:
+    return codec.render([jsondoc.load(content) for content in contents], style)
 
 
 def items_file(
@@ -374,8 +374,8 @@ def items_file(
     """The file: every item not archived, in file order."""
     pid = project_id(session, tenant, project)
     chosen = style or _style_of(session, pid, kind)
-    items = ItemRepository(session).live(pid, kind.value)
-    return Download.of(ITEM_FILES[kind], _render_items(items, chosen))
+    contents = ItemRepository(session).live_contents(pid, kind.value)
+    return Download.of(ITEM_FILES[kind], _render_items(contents, chosen))
 
 
 @dataclass(frozen=True)
@@ -404,7 +404,9 @@ def store_items_file(
     existing = {item.item_id: item for item in repository.all_of(pid, kind.value)}
     live = [item for item in existing.values() if item.archived_at is None]
     old_style = _file_style(style_row.style if style_row is not None else None)
-    precondition(etag_of(_render_items(live, old_style)) if live else None)
+    precondition(
+        etag_of(_render_items([item.content for item in live], old_style)) if live else None
+    )
     style = detected or old_style
     mark = _features_completed(write.session, pid)
     for position, document in enumerate(documents):
