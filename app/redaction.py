@@ -6,8 +6,9 @@ where it was found is recorded as a JSON Pointer and a kind (``Redactions``). Tw
 
 - patterns over text, most specific first, so that a JWT inside a bearer
   header counts once, as a JWT;
-- names: a member whose key names a secret (``password``, ``client_secret``, ``GITHUB_TOKEN``,
-  ``Authorization``...) has its whole string value replaced, whatever the value looks like.
+- names: a member whose key names a secret (``password``, ``dbPassword``, ``client_secret``,
+  ``GITHUB_TOKEN``, ``Authorization``...) has its whole string value replaced, whatever the
+  value looks like, and so has each string of a list it holds.
 
 The patterns are Python's ``re``, which tries every position of every text: on a large save
 that cost 25 times parsing it. So a gate runs first: the start of every pattern (its
@@ -44,16 +45,60 @@ _SECRET_NAMES = (
     r"|refresh[_-]?token|session[_-]?token|id[_-]?token|token|credentials?|authorization"
 )
 _SECRET_NAME = f"(?i:{_SECRET_NAMES})"
+# The words that name a password at the end of any name, glued to what comes before it as well
+# (``PGPASSWORD``, ``dbPassword``, ``smtpPassword``, ``mysqlpasswd``): no word or name ends in
+# them that is not a password's. Not ``pwd``, which glued ends ``OLDPWD`` (the shell's previous
+# directory): it counts after a separator (``MYSQL_PWD``) or as a word of a camel-case name
+# (``dbPwd``). Nor ``pass`` (``bypass``) or ``secret``: only after a separator, as before.
+_PASSWORD_WORDS = r"password|passwd|passphrase"
+_PASSWORD_WORD = f"(?i:{_PASSWORD_WORDS})"
 # A key that names a secret: the name alone or at the end of a prefixed name (``db_password``,
-# ``X-Api-Key``, ``OPENAI_API_KEY``), never as a prefix (``token_usage`` is a count).
-_SECRET_KEY = re.compile(r"(?:[A-Za-z0-9]+[_.-])*" + _SECRET_NAME)
+# ``X-Api-Key``, ``OPENAI_API_KEY``), a password word at the end of any name (``dbPassword``),
+# never as a prefix: ``token_usage`` is a count, and ``password_policy``, ``passwordless``,
+# ``password_hint``, ``passwordLength``, ``forgot_password_url`` name no password (their values
+# are kept: a false positive destroys what a user stored).
+_SECRET_KEY = re.compile(
+    r"(?:[A-Za-z0-9]+[_.-])*"
+    + _SECRET_NAME
+    + r"|[A-Za-z0-9_.-]*"
+    + _PASSWORD_WORD
+    + r"|[A-Za-z0-9_.-]*[a-z0-9]Pwd"
+)
 
 # A value after ``name = `` or ``"name": ``: JSON- or Python-quoted (a backslash before the quote
 # when the text is itself JSON inside a string), or bare up to where an assignment in prose or
-# code ends. Never a marker: a redacted value stays redacted once.
+# code ends. Never a marker: a redacted value stays redacted once. Nor a bare value of nothing
+# but operators' characters (``=``, ``:``, ``>``, ``|``), nor YAML's block indicator (``|``,
+# ``>-``: the value is on the lines below): the ``=`` of ``:=`` and the ``>`` of ``=>`` were
+# taken for the value, reported redacted while the value stayed. Such characters before others
+# are the value's (``password==x9``).
 _ASSIGNED_VALUE = (
     r"(?!\\?[\"']?\[REDACTED:)"
-    r"(?:\\?\"([^\"\\\n]+)|'([^'\n]+)|([^\s,;\"'}\]\\]+))"
+    r"(?![|>][-+0-9]{0,2}(?![^\s,;\"'}\]\\]))"
+    r"(?:\\?\"([^\"\\\n]+)|'([^'\n]+)|([:=>|]*+[^\s,;\"'}\]\\:=>|][^\s,;\"'}\]\\]*))"
+)
+
+# A secret's name in text, before its operator: a password word wherever it ends a name
+# (``PGPASSWORD``), ``Pwd`` ending a camel-case one (``dbPwd``), any other at a token's start.
+# The first two begin with a plain letter ("p" has no other case under IGNORECASE), so that
+# ``re`` steps over every other character without entering them: the pattern tries every
+# position of a text, and written ``(?i:password|...)`` and ``(?<=[a-z0-9])Pwd`` it cost a MiB
+# of letters 73 ms against 33 (12 with the names at a token's start alone).
+_NAME_IN_TEXT = f"(?:[Pp](?i:ass(?:word|wd|phrase))|P(?<=[a-z0-9]P)wd|{_START}{_SECRET_NAME})"
+# ``=``, ``:``, Go's ``:=``, PHP's, Perl's and Ruby's ``=>``, and ``->``; not ``==``, a
+# comparison (``password == confirm_password``).
+_OPERATOR = r"(?::=|=>|->|[:=])"
+# A command line's long option and its value after a space (``--password hunter2``,
+# ``--db-password 'x y'``; ``--password=x`` is an assignment). Not a value that begins with "-":
+# it is the next option (``mysql --password -h db`` asks for the password). Not ``-p``, which
+# is as often a port, a path or a parent. Tried only where a run of the option's characters
+# begins (the look behind follows the first "-", for the speed above): a start inside the run
+# would read it to its end from each.
+_PASSWORD_OPTION = (
+    r"-(?<![A-Za-z0-9_.-]-)-[A-Za-z0-9_.-]*?"
+    + _PASSWORD_WORD
+    + r"(?![A-Za-z0-9_-])[ \t]++(?!-)"
+    + _ASSIGNED_VALUE
 )
 
 _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -121,16 +166,27 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         # run took: every start inside a run, each reading to its end, cost a text of letters
         # the square of its length (a 150 KB decision held the server 44 s). A run's digits
         # and ``+.-`` before its first letter are matched too, and kept as they are.
+        # A password may hold a "/" (``https://bob:ab/cd@host``, as people write it), but not
+        # "//": so it ends before the next URL's scheme, and a start reads no further than the
+        # next one's ``://`` (a "/" read to the text's end from every scheme is the square
+        # again). Not one of digits up to a "/", which is a port (``http://host:8080/@scope``),
+        # nor a user holding "[" (an IPv6 host: ``http://[::1]:8080/@x``).
         "url_credential",
         re.compile(
             r"(?<![A-Za-z0-9+.-])[0-9+.-]*+[A-Za-z][A-Za-z0-9+.-]*+"
-            r"://[^\s/:@\"'<>]*+:(?!\[REDACTED:)([^\s/@\"'<>]++)@"
+            r"://[^\s/:@\"'<>\[\]]*+:(?!\[REDACTED:)(?![0-9]*+/)((?:[^\s/@\"'<>]|/(?!/))++)@"
         ),
     ),
     (
         "password",
         re.compile(
-            _START + _SECRET_NAME + r"(?![A-Za-z0-9_-])\\?[\"']?\s*[:=]\s*" + _ASSIGNED_VALUE
+            _NAME_IN_TEXT
+            + r"(?![A-Za-z0-9_-])\\?[\"']?\s*+"
+            + _OPERATOR
+            + r"\s*+"
+            + _ASSIGNED_VALUE
+            + "|"
+            + _PASSWORD_OPTION
         ),
     ),
 ]
@@ -183,8 +239,13 @@ _HEADS: dict[str, str] = {
     ),
     "bearer_token": f"{_caseless('bearer')}{_WHITESPACE}+[A-Za-z0-9._~+/-]{{12}}",
     "basic_auth": f"{_caseless('authorization')}\\\\?[\"']?{_WHITESPACE}*[:=]",
-    "url_credential": r"[A-Za-z][A-Za-z0-9+.-]*://[^\t-\r /:@\"'<>]*:[^\t-\r /@\"'<>]+@",
-    "password": f"(?:{_caseless(_SECRET_NAMES)})\\\\?[\"']?{_WHITESPACE}*[:=]",
+    "url_credential": r"[A-Za-z][A-Za-z0-9+.-]*://[^\t-\r /:@\"'<>]*:[^\t-\r @\"'<>]+@",
+    # Every operator begins with ``:``, ``=`` or ``-``; a password word glued to a name
+    # (``dbPassword``, ``dbPwd``) is matched by its name alone, the head having no lookbehind.
+    "password": (
+        f"(?:{_caseless(_SECRET_NAMES)})\\\\?[\"']?{_WHITESPACE}*(?:[:=]|->)"
+        f"|--[A-Za-z0-9_.-]*(?:{_caseless(_PASSWORD_WORDS)})[\\t ]"
+    ),
 }
 
 
@@ -292,7 +353,9 @@ def holds_a_head(data: bytes) -> bool:
     ``redact_document`` to redact. Every other character of a string stands as it is in the
     text, and no head matches across a quote but the ones that allow a backslash before it
     (``password``, ``basic_auth``): so no text holds a head. And no key names a secret: a key
-    is followed by its quote and colon, which the ``password`` head matches after the name."""
+    is followed by its quote and colon, which the ``password`` head matches after the name
+    (a password word glued to the name before it too, ``dbPassword":``: a head has no look
+    behind)."""
 
     def on_match(_kind: int, _start: int, _end: int, _flags: int, _context: object) -> bool:
         return True  # the first is enough: the scan stops (ScanTerminated)
@@ -440,6 +503,21 @@ class _Walker:
         self.redactions.add(self.pointer(), Counter(password=1))
         return MARKER.format(kind="password")
 
+    def named_values(self, items: list[Any]) -> list[Any]:
+        """A list under a member named as a secret (``"password": ["a", "b"]``): each string
+        in it, and in the lists inside it, whole; an object in it is walked as any other."""
+        for index, item in enumerate(items):
+            self.path.append(str(index))
+            if type(item) is str:
+                self.take_place()
+                items[index] = self.named_value(item)
+            elif type(item) is list:
+                self.named_values(item)
+            elif type(item) is dict:
+                self.members(item)
+            self.path.pop()
+        return items
+
     def key(self, key: str, taken: dict[str, Any]) -> str:
         redacted = self.text(key, self.found_keys.get(key))
         if redacted == key:
@@ -498,6 +576,8 @@ class _Walker:
             if type(item) is str and key in self.secret_keys:
                 self.take_place()
                 item = self.named_value(item)
+            elif type(item) is list and key in self.secret_keys:
+                item = self.named_values(item)
             elif type(item) in (str, list, dict):
                 item = self.walk(item)
             self.path.pop()

@@ -439,3 +439,56 @@ def test_a_key_label_that_holds_a_secret_is_stored_redacted(client, kind):
     _assert_nowhere(
         sensitive, {"answer": [created.text], "listing": [client.get("/v1/admin/keys").text]}
     )
+
+
+# A hostile client's decision: the header said {"password": 2} and all seven values came back
+# (the two reported were the "=" of ":=" and the ">" of "=>", the values beside them kept).
+HOSTILE_DECISION = {
+    "decision": (
+        'PGPASSWORD=Hunter2Prod99 psql; password := "Hunter2Prod98"; '
+        "'password' => 'Hunter2Prod97'; dbPassword=Hunter2Prod96"
+    ),
+    "cfg": {
+        "dbPassword": "Hunter2Prod95",
+        "smtpPassword": "Hunter2Prod94",
+        "password": ["Hunter2Prod93"],
+    },
+}
+
+
+def test_a_password_in_any_style_never_survives_a_decision(client, engine, tenant, project, caplog):
+    """Each of the seven values is replaced where it stood, and the header counts the seven,
+    at their pointers, and nothing else."""
+    caplog.set_level(logging.DEBUG)
+    first_record = len(caplog.records)
+    url = f"/v1/projects/{project}/memory/decisions"
+    created = client.post(url, json=HOSTILE_DECISION)
+    assert created.status_code == 201, created.text
+    assert json.loads(created.headers["Redactions"]) == {
+        "counts": {"password": 7},
+        "sites": [
+            {"path": "/decision", "kind": "password", "count": 4},
+            {"path": "/cfg/dbPassword", "kind": "password", "count": 1},
+            {"path": "/cfg/smtpPassword", "kind": "password", "count": 1},
+            {"path": "/cfg/password/0", "kind": "password", "count": 1},
+        ],
+    }
+    stored_file = client.get(f"/v1/projects/{project}/memory/files/key-decisions.json")
+    assert stored_file.status_code == 200, stored_file.text
+    [item] = stored_file.json()
+    marker = "[REDACTED:password]"
+    assert item["decision"] == (
+        f'PGPASSWORD={marker} psql; password := "{marker}"; '
+        f"'password' => '{marker}'; dbPassword={marker}"
+    )
+    assert item["cfg"] == {"dbPassword": marker, "smtpPassword": marker, "password": [marker]}
+    assert created.json()["item"] == item
+    _assert_nowhere(
+        "Hunter2Prod9",
+        {
+            "answer": [created.text],
+            "file": [stored_file.text],
+            "database": stored_strings(engine, tenant, project),
+            "logs": _logs(caplog, first_record),
+        },
+    )

@@ -3,6 +3,7 @@ applied to every text, on secrets of each kind, their case and Unicode case-fold
 secrets inside each other, text with none, and text built from the patterns' own parts."""
 
 import copy
+import json
 import re
 import string
 import sys
@@ -66,6 +67,21 @@ SAMPLES = [
     "Shared\u212aey accountkey=\u212a",
     "AccountKey=abcdefghijklmnopqrstuvwxyz0123456789+/==".replace("K", "\u212a"),
     "bearer\u00a0abcdefghijklmnop",
+    # A password word glued to its name, the operators besides "=" and ":", a long option.
+    "PGPASSWORD=Hunter2Prod99 psql",
+    "MYSQL_PWD=Hunter2",
+    "dbPassword=Hunter2",
+    '"smtpPassword": "Hunter2"',
+    "dbPwd: Hunter2",
+    "PGPAſſWORD=Hunter2",
+    'password := "Hunter2"',
+    "'password' => 'Hunter2'",
+    "password -> Hunter2",
+    "psql --password Hunter2",
+    "--db-password 'Hunter 2'",
+    "password :=",
+    "password: |-",
+    "https://bob:ab/cd@host",
 ]
 
 
@@ -132,6 +148,7 @@ PARTS = [
     *("Bearer", "bEaReR", "basic", "Basic", "AccountKey", "Shared", "Access\u212aey"),
     *("aws_secret_access_key", "sk-", "sk-ant-", "ghp_", "xoxb-", "AIza", "sk_live_", "hf_"),
     *("AKIA", "eyJ", "-----BEGIN ", "RSA ", "PRIVATE KEY", "-----", "://", "@", "user:"),
+    *("PG", "db", "Pwd", "passwd", "passphrase", ":=", "=>", "->", "--", ">", "|", "[::1]"),
     *("=", ":", " ", "  ", "\t", "\n", "\u00a0", "\u2028", "\x1c", "\u3000"),
     *('"', "'", "\\", "[REDACTED:", "]", ".", "/", "+", "-", "_", ";", ","),
     *("a", "Z", "0", "9", "abcdefghij", "ABCDEFGHIJKLMNOP", "0123456789", "é", "密", "\ud800"),
@@ -257,6 +274,21 @@ _RUNS = [
     'password="' + "a" * 2**20,
     "eyJ-" * 2**18,
     "eyJ_" * 2**18 + ".eyJ",
+    # The heads of the password words glued to a name, of the operators and of a long option;
+    # a URL's password holding "/" (a run of them, the schemes of many).
+    "password:=" * (2**20 // 10),
+    "'password' => " * (2**20 // 14),
+    "aPASSWORD" * (2**20 // 9),
+    "dbPwd" * (2**20 // 5),
+    "password:" + " " * 2**20 + ":",
+    "password=" + "=" * 2**20,
+    "--password" + " " * 2**20 + "-",
+    " --" + "a-" * 2**19,
+    "_--" * (2**20 // 3),
+    " --" + "a-password-" * (2**20 // 11),
+    "https://u:" + "a/" * 2**19,
+    "a://b:c/" * 2**17,
+    "http://h:" + "1" * 2**20 + "/",
 ]
 
 
@@ -280,3 +312,129 @@ def test_a_urls_password_is_found_wherever_its_scheme_begins(text):
     redacted = redaction.redact_value(text)
     assert "[REDACTED:url_credential]@" in redacted
     assert redacted.count("[REDACTED:url_credential]") == text.count("@")
+
+
+# What the password pattern finds in every style (the first, the hostile client's, each missed
+# before): the value alone replaced, counted once.
+PASSWORDS_IN_TEXT = [
+    ("PGPASSWORD=Hunter2Prod99 psql", "PGPASSWORD=[REDACTED:password] psql"),
+    ("MYSQL_PWD=Hunter2 mysql", "MYSQL_PWD=[REDACTED:password] mysql"),
+    ("dbPassword=Hunter2Prod96", "dbPassword=[REDACTED:password]"),
+    ("db_password: Hunter2", "db_password: [REDACTED:password]"),
+    ('{"smtpPassword": "Hunter2"}', '{"smtpPassword": "[REDACTED:password]"}'),
+    ('{\\"smtpPassword\\": \\"Hunter2\\"}', '{\\"smtpPassword\\": \\"[REDACTED:password]\\"}'),
+    ('password := "Hunter2Prod98"', 'password := "[REDACTED:password]"'),
+    ("'password' => 'Hunter2Prod97'", "'password' => '[REDACTED:password]'"),
+    ('"DB_PASSWORD" => "Hunter2"', '"DB_PASSWORD" => "[REDACTED:password]"'),
+    ("password -> Hunter2", "password -> [REDACTED:password]"),
+    ("dbPassword:=Hunter2", "dbPassword:=[REDACTED:password]"),
+    ("userPwd: 'Hunter 2'", "userPwd: '[REDACTED:password]'"),
+    ("mysqlpasswd=Hunter2", "mysqlpasswd=[REDACTED:password]"),
+    ("gpgPassphrase = Hunter2", "gpgPassphrase = [REDACTED:password]"),
+    ("PGPAſſWORD=Hunter2", "PGPAſſWORD=[REDACTED:password]"),
+    ("password==Hunter2", "password=[REDACTED:password]"),
+    ("psql --password Hunter2 db", "psql --password [REDACTED:password] db"),
+    ("--password=Hunter2", "--password=[REDACTED:password]"),
+    ("--db-password 'Hunter 2'", "--db-password '[REDACTED:password]'"),
+    ("https://bob:ab/cd@host/x", "https://bob:[REDACTED:url_credential]@host/x"),
+    ("postgres://u:a/b:c@[::1]:5432/db", "postgres://u:[REDACTED:url_credential]@[::1]:5432/db"),
+]
+
+
+@pytest.mark.parametrize(("text", "redacted"), PASSWORDS_IN_TEXT)
+def test_a_password_in_any_style_is_redacted_and_counted_once(text, redacted):
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(text, redactions) == redacted
+    kind = redacted.split("[REDACTED:")[1].split("]")[0]
+    assert redactions.by_kind() == {kind: 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Names that hold a password word but do not end in it, and "pwd" glued (a directory).
+        *("password_policy=strict", "passwordless=true", "password_hint: the dog's name"),
+        *("passwordLength=12", "forgot_password_url=https://x.example/reset", "OLDPWD=/home"),
+        "bypass=1",
+        # Operators with no value after them, and YAML's block indicators (the value is on the
+        # lines below): the operator's character was reported redacted, the value kept.
+        *("password :=", "'password' =>", "password := ", "password: =", "password: |"),
+        "password: |-\n  on the next line",
+        "password: >",
+        # A comparison; an option that takes no value, then another option.
+        *("password == confirm", "mysql --password -h db", "docker login --password-stdin"),
+        # A port before a path holding "@"; an IPv6 host; "//" in what would be a password.
+        *("http://host:8080/@scope/pkg", "http://[::1]:8080/@x", "https://a:b//c@d"),
+    ],
+)
+def test_what_holds_no_password_is_kept_and_nothing_is_reported(text):
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(text, redactions) == text
+    assert not redactions
+
+
+SECRET_KEYS = [
+    *("password", "dbPassword", "smtpPassword", "db_password", "PGPASSWORD", "MYSQL_PWD"),
+    *("dbPwd", "db.passwd", "gpgPassphrase", "X-DB-Password", "client_secret", "GITHUB_TOKEN"),
+]
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_a_key_ending_in_a_secrets_name_names_a_secret(key):
+    assert redaction.names_a_secret(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        *("password_policy", "passwordless", "password_hint", "passwordLength", "password2"),
+        *("forgot_password_url", "passwords", "password_hash", "OLDPWD", "bypass"),
+        *("token_usage", "secretary"),
+    ],
+)
+def test_a_key_where_a_password_word_is_not_the_end_names_no_secret(key):
+    """A false positive destroys what a user stored: only names that end in a password word
+    (or are one) have their values replaced."""
+    assert not redaction.names_a_secret(key)
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_json_holding_a_key_that_names_a_secret_is_never_passed_by_the_scan(key):
+    """``json_without_secrets`` sends on JSON in which the scan finds no head: a key naming a
+    secret must hold one with its quote and colon, a password word glued to the name too."""
+    from app.core.redaction import json_without_secrets
+
+    for raw in (json.dumps({key: "Hunter2"}), json.dumps({"a": {key: ["Hunter2"]}}, indent=2)):
+        assert redaction.holds_a_head(raw.encode())
+        assert b"Hunter2" not in json_without_secrets(raw.encode())
+
+
+def test_each_string_of_a_list_under_a_password_key_is_redacted_at_its_place():
+    key = "sk-ant-api03-Zq7Wk2Lm9Xp4Rt6Yv8Bn3Cd5"
+    document = {
+        "cfg": {
+            "password": ["Hunter2a", ["Hunter2b"], {"note": "kept"}, 3, "", "[REDACTED:password]"],
+            "dbPassword": "Hunter2c",
+            "note": f"use {key}",
+        },
+        "after": [f"and {key}"],
+    }
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(document, redactions) == {
+        "cfg": {
+            "password": [
+                *("[REDACTED:password]", ["[REDACTED:password]"], {"note": "kept"}, 3, ""),
+                "[REDACTED:password]",
+            ],
+            "dbPassword": "[REDACTED:password]",
+            "note": "use [REDACTED:api_key]",
+        },
+        "after": ["and [REDACTED:api_key]"],
+    }
+    assert redactions.listing() == [
+        {"path": "/cfg/password/0", "kind": "password", "count": 1},
+        {"path": "/cfg/password/1/0", "kind": "password", "count": 1},
+        {"path": "/cfg/dbPassword", "kind": "password", "count": 1},
+        {"path": "/cfg/note", "kind": "api_key", "count": 1},
+        {"path": "/after/0", "kind": "api_key", "count": 1},
+    ]

@@ -118,9 +118,18 @@ PASSWORDS = st.builds(
     st.sampled_from(
         ["password", "PASSWORD", "passwd", "pwd", "pass", "secret", "client_secret", "api_key"]
         + ["api-key", "apikey", "access_token", "auth_token", "Password"]
+        + ["PGPASSWORD", "MYSQL_PWD", "dbPassword", "db_password", "smtpPassword", "userPwd"]
     ),
-    st.sampled_from(["=", ": ", " = ", ":"]),
+    st.sampled_from(["=", ": ", " = ", ":", " := ", "=>", " => ", " -> "]),
     PASSWORD_VALUE,
+    st.sampled_from(["", '"', "'"]),
+)
+# A command line's long option, its value after a space (one that begins with "-" is the next
+# option), the option after a space as on a command line.
+PASSWORD_OPTIONS = st.builds(
+    lambda name, value, quote: (f" --{name} {quote}{value}{quote}", [value]),
+    st.sampled_from(["password", "PASSWORD", "db-password", "passwd", "mysql_password"]),
+    PASSWORD_VALUE.filter(lambda value: not value.startswith("-")),
     st.sampled_from(["", '"', "'"]),
 )
 
@@ -130,7 +139,7 @@ SECRETS = {
     "bearer_token": BEARER_TOKENS,
     "jwt": JWTS,
     "private_key": PRIVATE_KEYS,
-    "password": PASSWORDS,
+    "password": st.one_of(PASSWORDS, PASSWORD_OPTIONS),
 }
 
 # Any text that holds no ASCII letter or digit: it can neither join a secret nor contain one.
