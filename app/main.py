@@ -70,7 +70,8 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         log.warning(
             "CONTEXT_STORE_FINGERPRINT_KEY is not set: this process drew its own key, so an "
             "Idempotency-Key retry sent after a restart or to another replica is refused as "
-            "a different request"
+            "a different request, and a list's cursor handed out before a restart or by "
+            "another replica is refused (422: the client starts the list again)"
         )
     try:
         yield

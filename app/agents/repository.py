@@ -126,7 +126,8 @@ class AgentMemoryRepository:
             self.session.execute(delete(AgentMemoryItem).where(col(AgentMemoryItem.id).in_(batch)))
 
     def page(self, cursor: str | None, limit: int) -> tuple[list[AgentMemoryItem], str | None]:
-        return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit)
+        scope = (self.project_id, self.agent, self.kind.value)
+        return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit, scope=scope)
 
     def all(self) -> list[AgentMemoryItem]:
         return list(self.session.exec(self._select().order_by(col(AgentMemoryItem.id))))

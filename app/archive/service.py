@@ -45,7 +45,7 @@ from app.core.errors import (
     Problem,
     format_problem,
 )
-from app.core.pagination import decode_position, encode_position
+from app.core.pagination import cursor_seal, decode_position, encode_position
 from app.features import service as features
 from app.formats import agent_memory, mdan_save
 from app.formats import archive as archive_format
@@ -166,7 +166,9 @@ def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMemb
     return list(planned.values())
 
 
-_MEMBER_KEYS = ["path"]
+# The archive's members, by path: its cursors' list, bound to the tenant and project.
+MEMBER_LIST = "archive.members"
+MEMBER_TYPES = [str]
 
 
 def list_members(
@@ -175,12 +177,14 @@ def list_members(
     """A page of the archive's members by path, from the listings the export plans with (names
     and times, no contents): what a client lists without building the archive."""
     paths = sorted(member.path for member in plan_export(session, tenant, project))
+    seal, scope = cursor_seal(session), (tenant, project)
     if cursor is not None:
-        (after,) = decode_position(_MEMBER_KEYS, [str], cursor)
+        (after,) = decode_position(seal, MEMBER_LIST, scope, MEMBER_TYPES, cursor)
         paths = paths[bisect.bisect_right(paths, after) :]
     page = [ArchiveMember(path=path) for path in paths[:limit]]
-    more = len(paths) > limit
-    return page, encode_position(_MEMBER_KEYS, [page[-1].path]) if more else None
+    if len(paths) <= limit:
+        return page, None
+    return page, encode_position(seal, MEMBER_LIST, scope, MEMBER_TYPES, [page[-1].path])
 
 
 def write_archive(session: Session, tenant: str, project: str, level: int, out: BinaryIO) -> None:

@@ -100,10 +100,12 @@ class Settings(BaseSettings):
     idempotency_ttl_hours: int = Field(default=24, ge=24)
     # The key of the HMAC that recognises a retried request's body (Idempotency-Key). Bodies
     # hold secrets the service redacts; a plain digest of them would let anyone holding the
-    # database test a guessed secret. Every replica must share it and it must outlive
-    # restarts (a changed key makes a retry look like another request): set it where the
-    # other secrets of the deployment live. Unset, a SQLite database keeps one in a file beside
-    # it (``<database>.fingerprint-key``, mode 0600: not in the database, so a copy of the
+    # database test a guessed secret. The seal of the lists' cursors is keyed from it too, by
+    # a key derived for that alone (app/core/cursors.py). Every replica must share it and it
+    # must outlive restarts (a changed key makes a retry look like another request, and
+    # refuses the cursors handed out before with a 422): set it where the other secrets of the
+    # deployment live. Unset, a SQLite database keeps one in a file beside it
+    # (``<database>.fingerprint-key``, mode 0600: not in the database, so a copy of the
     # database alone cannot test guesses); any other database's process draws its own.
     fingerprint_key: SecretStr | None = None
     # Threads that run route code and every database call (anyio's limiter). A request that

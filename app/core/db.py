@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +49,7 @@ from sqlmodel import Session, SQLModel
 
 from app.core.checkpoints import BACKSTOP_PAGES, WalCheckpoints
 from app.core.config import Settings, sqlite_file
+from app.core.cursors import CursorSeal
 from app.core.write_turns import WriteTurns
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,11 @@ metadata: MetaData = SQLModel.metadata
 
 # A table's row, as a repository or a write's session gives it.
 RowT = TypeVar("RowT", bound=SQLModel)
+
+# Where a session made by ``Database`` names it (``session.info``): every list reads through
+# a session, so ``paginate`` finds its database's cursor seal there, one per database and so
+# per app (a process may serve two, as the tests' SQLite and PostgreSQL apps do).
+DATABASE = "database"
 
 # A 64-bit surrogate key; SQLite only auto-increments a column declared INTEGER.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
@@ -498,6 +505,9 @@ class Database:
     # connections as their turns hold them.
     write_turns: WriteTurns
     writer_connections: WriterConnections
+    # The secret the lists' cursors are sealed under (a key is derived from it), read when a
+    # list is first paged: a command that pages none never reads (or makes) a key file.
+    cursor_secret: Callable[[], bytes]
     # A SQLite file's WAL checkpoints (app/core/checkpoints.py); none on PostgreSQL.
     checkpoints: WalCheckpoints | None = None
 
@@ -514,11 +524,16 @@ class Database:
         for engine in self.engines().values():
             engine.dispose()
 
+    @cached_property
+    def cursors(self) -> CursorSeal:
+        """The seal of the lists' cursors (app/core/cursors.py)."""
+        return CursorSeal(self.cursor_secret())
+
     def read_session(self) -> Session:
-        return Session(self.reader, expire_on_commit=False)
+        return Session(self.reader, expire_on_commit=False, info={DATABASE: self})
 
     def write_session(self) -> Session:
-        return Session(self.writer, expire_on_commit=False)
+        return Session(self.writer, expire_on_commit=False, info={DATABASE: self})
 
     @contextmanager
     def write_connection(self) -> Iterator[Connection]:
@@ -778,6 +793,7 @@ def _database(
         writer=writer,
         write_turns=write_turns,
         writer_connections=connections,
+        cursor_secret=lambda: settings.fingerprint_secret,
         checkpoints=checkpoints,
     )
 

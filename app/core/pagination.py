@@ -1,11 +1,15 @@
-"""Keyset pagination behind an opaque cursor: stable under concurrent inserts, O(limit)."""
+"""Keyset pagination behind an opaque cursor: stable under concurrent inserts, O(limit).
 
-import base64
+A cursor is the last item's sort values, packed and sealed (``app/core/cursors.py``): a client
+can neither read them (a primary key would tell how much other tenants wrote) nor forge them,
+and one list's cursor is refused by every other list, tenant and project."""
+
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, TypeVar
 
-import orjson
 from fastapi import Query
 from sqlalchemy import TypeDecorator, UnaryExpression, and_, or_
 from sqlalchemy.orm import InstrumentedAttribute
@@ -13,18 +17,17 @@ from sqlmodel import Session
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.constraints import MAX_LIMIT
-from app.core.db import searchable
+from app.core.cursors import CursorSeal, Scope
+from app.core.db import DATABASE, Database, searchable
 from app.core.errors import FieldError, InvalidContent
-from app.formats.jsondoc import INT64
-from app.formats.timestamps import to_utc
 
 Row = TypeVar("Row")
 
-# The types of the values a cursor carries (``_encode_value``, ``_decode_value``).
+# The types of the values a cursor carries (``_pack``, ``_unpack``).
 _ENCODED = (datetime, int, str)
 
 Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, at most {MAX_LIMIT}.")]
-# What every cursor handed out is made of: unpadded URL-safe base64 (``encode_cursor``).
+# What every cursor handed out is made of: unpadded URL-safe base64 (``CursorSeal.seal``).
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 Cursor = Annotated[
     str | None,
@@ -33,7 +36,10 @@ Cursor = Annotated[
         max_length=1024,
         pattern=CURSOR_PATTERN,
         description="Opaque cursor from a previous page's `next_cursor` (unpadded URL-safe "
-        "base64); only a cursor this list handed out is accepted.",
+        "base64, encrypted and authenticated by the server: it cannot be read or made). Only a "
+        "cursor this list handed out to the same tenant, for the same project, is accepted, "
+        "and only while the server keeps its key; any other is a 422: request the list again "
+        "without a cursor.",
     ),
 ]
 
@@ -44,6 +50,8 @@ class SortKey:
     descending: bool
     # The Python type of the column's values, which its cursors encode.
     value_type: type
+    # The model's and the column's names: a list's name, in its cursors' seal, is its keys'.
+    name: str
 
     def __init__(self, attribute: object, descending: bool = True) -> None:
         # SQLModel types a column attribute as its value (``Save.timestamp: datetime``); on the
@@ -61,6 +69,7 @@ class SortKey:
         object.__setattr__(self, "column", attribute)
         object.__setattr__(self, "descending", descending)
         object.__setattr__(self, "value_type", value_type)
+        object.__setattr__(self, "name", f"{attribute.class_.__name__}.{attribute.key}")
 
 
 def ordering(keys: list[SortKey]) -> list[UnaryExpression[Any]]:
@@ -68,63 +77,104 @@ def ordering(keys: list[SortKey]) -> list[UnaryExpression[Any]]:
     return [key.column.desc() if key.descending else key.column.asc() for key in keys]
 
 
-def _encode_value(value: Any) -> Any:
-    return {"dt": value.isoformat()} if isinstance(value, datetime) else value
+_INT64 = struct.Struct(">q")
+_LENGTH = struct.Struct(">I")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
-def _decode_value(value: Any, expected: type) -> Any:
-    if expected is datetime:
-        if not isinstance(value, dict) or not isinstance(value.get("dt"), str):
-            raise ValueError("expected a timestamp")
-        moment = datetime.fromisoformat(value["dt"])
-        if moment.tzinfo is None or to_utc(moment) is None:
-            raise ValueError("expected a UTC timestamp")
-        return moment
-    if not isinstance(value, expected) or isinstance(value, bool):
-        raise ValueError(f"expected {expected.__name__}")
-    if expected is int and value not in INT64:
-        raise ValueError("integer out of range")
-    if isinstance(value, str) and searchable(value) != value:
-        raise ValueError("text a column cannot hold")
-    return value
+def _pack(values: Sequence[Any], types: Sequence[type]) -> bytes:
+    """A position's values in fixed-width binary (the text of a string, after its length):
+    every cursor of a list is as long as every other, whatever the values, so that not even
+    its length tells how large a primary key has grown."""
+    parts = []
+    for value, expected in zip(values, types, strict=True):
+        if expected is datetime:
+            parts.append(_INT64.pack((value - _EPOCH) // _MICROSECOND))
+        elif expected is int:
+            parts.append(_INT64.pack(value))
+        else:
+            text = value.encode()
+            parts.append(_LENGTH.pack(len(text)) + text)
+    return b"".join(parts)
+
+
+def _unpack(position: bytes, types: Sequence[type]) -> list[Any]:
+    """The values ``_pack`` packed; a ValueError (or an OverflowError or struct.error) for any
+    other bytes. Only the server's own positions get here (the seal checks that): these checks
+    are a second line, should a position ever be sealed wrong."""
+    values: list[Any] = []
+    offset = 0
+    for expected in types:
+        if expected is str:
+            (length,) = _LENGTH.unpack_from(position, offset)
+            start, offset = offset + _LENGTH.size, offset + _LENGTH.size + length
+            if offset > len(position):
+                raise ValueError("text cut short")
+            text = position[start:offset].decode()  # UnicodeDecodeError is a ValueError
+            if searchable(text) != text:
+                raise ValueError("text a column cannot hold")
+            values.append(text)
+            continue
+        (number,) = _INT64.unpack_from(position, offset)
+        offset += _INT64.size
+        values.append(_EPOCH + number * _MICROSECOND if expected is datetime else number)
+    if offset != len(position):
+        raise ValueError("bytes after the position")
+    return values
 
 
 def _invalid_cursor() -> InvalidContent:
     return InvalidContent(
-        "The cursor is not one this list handed out.",
+        "The cursor is not one this list handed out to this caller, or the server's key has "
+        "changed since it was handed out: request the list again without a cursor.",
         errors=[FieldError("query.cursor", "invalid or foreign cursor")],
     )
 
 
-def encode_position(names: list[str], values: list[Any]) -> str:
-    """A cursor: the sort keys' names and the last item's values."""
-    payload = {"k": names, "v": [_encode_value(value) for value in values]}
-    return base64.urlsafe_b64encode(orjson.dumps(payload)).decode().rstrip("=")
+def cursor_seal(session: Session) -> CursorSeal:
+    """The seal of the database ``session`` reads (``Database`` names itself in its sessions)."""
+    database = session.info.get(DATABASE)
+    if not isinstance(database, Database):
+        raise RuntimeError("a list read on a session its Database did not make")
+    return database.cursors
 
 
-def decode_position(names: list[str], types: list[type], cursor: str) -> list[Any]:
-    """The values of a cursor ``encode_position`` made for keys ``names`` of ``types``; any
-    other text is the caller's 422."""
+def encode_position(
+    seal: CursorSeal, list_name: str, scope: Scope, types: Sequence[type], values: Sequence[Any]
+) -> str:
+    """A cursor: the last item's ``values`` (of ``types``) in list ``list_name`` of ``scope``
+    (the tenant, project and kind its items are of), sealed (``app/core/cursors.py``)."""
+    return seal.seal(_pack(values, types), list_name, scope)
+
+
+def decode_position(
+    seal: CursorSeal, list_name: str, scope: Scope, types: Sequence[type], cursor: str
+) -> list[Any]:
+    """The values of a cursor ``encode_position`` made for the same list and scope; any other
+    text is the caller's 422."""
+    position = seal.open(cursor, list_name, scope)
+    if position is None:
+        raise _invalid_cursor()
     try:
-        payload = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if payload["k"] != names or len(payload["v"]) != len(names):
-            raise ValueError("cursor for another list")
-        return [
-            _decode_value(value, expected)
-            for expected, value in zip(types, payload["v"], strict=True)
-        ]
-    except (ValueError, TypeError, KeyError, orjson.JSONDecodeError) as exc:
+        return _unpack(position, types)
+    except (ValueError, OverflowError, struct.error) as exc:
         raise _invalid_cursor() from exc
 
 
-def encode_cursor(keys: list[SortKey], row: Any) -> str:
-    names = [key.column.key for key in keys]
-    return encode_position(names, [getattr(row, name) for name in names])
+def list_name_of(keys: list[SortKey]) -> str:
+    """The name a list sorted by ``keys`` seals its cursors under: its models' and columns'."""
+    return ",".join(key.name for key in keys)
 
 
-def decode_cursor(keys: list[SortKey], cursor: str) -> list[Any]:
-    names = [key.column.key for key in keys]
-    return decode_position(names, [key.value_type for key in keys], cursor)
+def encode_cursor(seal: CursorSeal, keys: list[SortKey], scope: Scope, row: Any) -> str:
+    values = [getattr(row, key.column.key) for key in keys]
+    return encode_position(seal, list_name_of(keys), scope, [k.value_type for k in keys], values)
+
+
+def decode_cursor(seal: CursorSeal, keys: list[SortKey], scope: Scope, cursor: str) -> list[Any]:
+    types = [key.value_type for key in keys]
+    return decode_position(seal, list_name_of(keys), scope, types, cursor)
 
 
 def paginate(
@@ -133,10 +183,17 @@ def paginate(
     keys: list[SortKey],
     cursor: str | None,
     limit: int,
+    *,
+    scope: Scope,
 ) -> tuple[list[Row], str | None]:
-    """One page of ``statement`` in ``keys`` order, and the cursor of the next page."""
+    """One page of ``statement`` in ``keys`` order, and the cursor of the next page.
+
+    ``scope`` is what ``statement`` limits the list to (its tenant, or its project, and the
+    kind of item): the cursor is good for that list alone. A project's id stands for its
+    tenant (a project is one tenant's); ids go into no cursor, only into the seal's check."""
+    seal = cursor_seal(session)
     if cursor is not None:
-        values = decode_cursor(keys, cursor)
+        values = decode_cursor(seal, keys, scope, cursor)
         # (k1, k2, ...) after (v1, v2, ...), spelt out so that mixed directions work everywhere.
         alternatives = []
         for position, key in enumerate(keys):
@@ -153,4 +210,4 @@ def paginate(
     if len(rows) <= limit:
         return rows, None
     rows = rows[:limit]
-    return rows, encode_cursor(keys, rows[-1])
+    return rows, encode_cursor(seal, keys, scope, rows[-1])

@@ -52,7 +52,9 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
             statement = statement.where(
                 FeatureContext.intervention_required == intervention_required
             )
-        return paginate(self.session, statement, CONTEXTS_NEWEST_FIRST, cursor, limit)
+        return paginate(
+            self.session, statement, CONTEXTS_NEWEST_FIRST, cursor, limit, scope=(project_id,)
+        )
 
 
 class HandoverRepository(ProjectScopedRepository[Handover]):
@@ -92,7 +94,9 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
             statement = statement.where(Handover.feature_id == feature_id)
         if since is not None:
             statement = statement.where(col(Handover.timestamp) >= since)
-        return paginate(self.session, statement, HANDOVERS_NEWEST_FIRST, cursor, limit)
+        return paginate(
+            self.session, statement, HANDOVERS_NEWEST_FIRST, cursor, limit, scope=(project_id,)
+        )
 
 
 class WorkflowRepository(ProjectScopedRepository[FeatureWorkflow]):

@@ -49,7 +49,7 @@ class ApiKeyRepository:
         statement = select(ApiKey)
         if tenant is not None:
             statement = statement.where(ApiKey.tenant == tenant)
-        return paginate(self.session, statement, KEY_ORDER, cursor, limit)
+        return paginate(self.session, statement, KEY_ORDER, cursor, limit, scope=(tenant,))
 
     def revoke(self, key: ApiKey, at: datetime) -> None:
         key.revoked_at = at

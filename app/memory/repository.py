@@ -255,7 +255,9 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
             MemoryItem.project_id == project_id, MemoryItem.kind == kind
         )
         statement = self._filtered(statement, project_id, where)
-        return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
+        return paginate(
+            self.session, statement, NEWEST_FIRST, cursor, limit, scope=(project_id, kind)
+        )
 
     def _filtered(
         self, statement: SelectOfScalar[MemoryItem], project_id: int, where: ItemFilter

@@ -126,7 +126,7 @@ class ProjectRepository:
 
     def page(self, tenant: str, cursor: str | None, limit: int) -> tuple[list[Project], str | None]:
         statement = select(Project).where(Project.tenant == tenant)
-        return paginate(self.session, statement, PROJECT_ORDER, cursor, limit)
+        return paginate(self.session, statement, PROJECT_ORDER, cursor, limit, scope=(tenant,))
 
     def counts(self, project_ids: Sequence[int]) -> dict[int, dict[str, int]]:
         """Per project, how many of each resource it holds."""

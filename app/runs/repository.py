@@ -46,7 +46,9 @@ class RunRepository(ProjectScopedRepository[RunState]):
         self, project_id: int, cursor: str | None, limit: int
     ) -> tuple[list[RunState], str | None]:
         statement = select(RunState).where(RunState.project_id == project_id)
-        return paginate(self.session, statement, RECENTLY_WRITTEN_FIRST, cursor, limit)
+        return paginate(
+            self.session, statement, RECENTLY_WRITTEN_FIRST, cursor, limit, scope=(project_id,)
+        )
 
     def count_session(self, run_state_id: int, session_id: str) -> bool:
         """Record that a session's cost was counted; False if it already was."""

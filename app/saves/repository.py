@@ -90,7 +90,7 @@ class SaveRepository(ProjectScopedRepository[Save]):
             statement = statement.where(col(Save.timestamp) >= where.since)
         if where.until is not None:
             statement = statement.where(col(Save.timestamp) <= where.until)
-        return paginate(self.session, statement, NEWEST_FIRST, cursor, limit)
+        return paginate(self.session, statement, NEWEST_FIRST, cursor, limit, scope=(project_id,))
 
     def delete_before(self, project_id: int, position: Position | None) -> int:
         """Delete the project's saves that come before ``position`` (every save for None);

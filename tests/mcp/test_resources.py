@@ -15,6 +15,7 @@ from mcp_types import (
     TextResourceContents,
 )
 
+from app.archive.service import MEMBER_LIST, MEMBER_TYPES
 from app.core.pagination import encode_position
 from app.mcp_server import files
 from app.mcp_server.server import _Position
@@ -174,7 +175,7 @@ def test_a_save_resource_is_read_with_two_requests_whatever_the_saves(app, clien
     ]
 
 
-def test_a_files_cursor_holds_for_its_own_project_only(app, client, project):
+def test_a_files_cursor_holds_for_its_own_project_only(app, client, tenant, project):
     """A listing's position names the project its files cursor belongs to: if that project is
     gone by the next page, the project listed instead starts at its first file, not at a
     stranger's place."""
@@ -182,7 +183,9 @@ def test_a_files_cursor_holds_for_its_own_project_only(app, client, project):
         f"/v1/projects/{project}/memory/running-summary", json={"content": "x"}
     ).is_success
     first = client.get("/v1/projects", params={"limit": 1}).json()["items"][0]["name"]
-    past_every_path = encode_position(["path"], ["~"])
+    # Sealed as the archive's route seals its cursors, for this tenant's first project.
+    seal = app.state.database.cursors
+    past_every_path = encode_position(seal, MEMBER_LIST, (tenant, first), MEMBER_TYPES, ["~"])
     key = client.headers["Authorization"].removeprefix("Bearer ")
 
     def listed_after(owner: str) -> list[str]:

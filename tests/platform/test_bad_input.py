@@ -2,9 +2,14 @@
 
 import base64
 import json
+import struct
 
 import pytest
+from sqlalchemy import Engine, text
 
+from app.archive.service import MEMBER_LIST
+from app.core.pagination import list_name_of
+from app.saves.repository import NEWEST_FIRST
 from tests.conftest import client_for
 from tests.helpers import assert_problem, import_save, python_indent2, seed_save
 
@@ -54,10 +59,66 @@ def test_a_prune_count_beyond_64_bits_is_422(client, project):
     ],
 )
 def test_tampered_cursors_are_422(client, project, values):
+    """Cursors in the former format (JSON in base64, which a client could read and write; the
+    saves list's keys are ``timestamp`` and ``number``), holding values its checks refused: the
+    seal refuses them all now (tests/platform/test_cursors.py), and those checks' successors
+    are the next test's."""
     import_save(client, project, seed_save())
-    cursor = _cursor({"k": ["timestamp", "id"], "v": values})
+    cursor = _cursor({"k": ["timestamp", "number"], "v": values})
     response = client.get(f"/v1/projects/{project}/saves", params={"cursor": cursor})
     assert_problem(response, 422)
+
+
+def _project_id(engine: Engine, tenant: str, project: str) -> int:
+    with engine.connect() as connection:
+        statement = text("SELECT id FROM projects WHERE tenant = :tenant AND name = :name")
+        return int(connection.execute(statement, {"tenant": tenant, "name": project}).scalar_one())
+
+
+@pytest.mark.parametrize(
+    "position",
+    [
+        b"\0" * 15,  # cut short
+        b"\0" * 17,  # a byte too many
+        struct.pack(">qq", 2**63 - 1, 1),  # microseconds past year 9999
+        struct.pack(">qq", -(2**63), 1),  # and before year 1
+    ],
+)
+def test_a_sealed_position_the_server_never_makes_is_422(
+    app, engine, client, tenant, project, position
+):
+    """Should a position ever be sealed wrong, unpacking it is a 422 too, never a 500: sealed
+    here with the server's own seal, for the list it is sent to."""
+    import_save(client, project, seed_save())
+    scope = (_project_id(engine, tenant, project),)
+
+    def sealed(position: bytes) -> str:
+        return app.state.database.cursors.seal(position, list_name_of(NEWEST_FIRST), scope)
+
+    url = f"/v1/projects/{project}/saves"
+    # Sealed alike, a position of the right shape is taken: what is refused is its bytes.
+    assert client.get(url, params={"cursor": sealed(struct.pack(">qq", 0, 1))}).status_code == 200
+    assert_problem(client.get(url, params={"cursor": sealed(position)}), 422)
+
+
+@pytest.mark.parametrize(
+    "position",
+    [
+        struct.pack(">I", 5) + b"abcd",  # a text cut short
+        struct.pack(">I", 2) + b"\xff\xfe",  # not UTF-8
+        struct.pack(">I", 3) + b"a\0b",  # NUL, which no column holds
+        struct.pack(">I", 1) + b"ab",  # a byte after the text
+    ],
+)
+def test_a_sealed_path_the_server_never_makes_is_422(app, client, tenant, project, position):
+    client.put(f"/v1/projects/{project}/memory/running-summary", json={"content": "x"})
+
+    def sealed(position: bytes) -> str:
+        return app.state.database.cursors.seal(position, MEMBER_LIST, (tenant, project))
+
+    url = f"/v1/projects/{project}/archive/members"
+    assert client.get(url, params={"cursor": sealed(b"\0\0\0\1a")}).status_code == 200
+    assert_problem(client.get(url, params={"cursor": sealed(position)}), 422)
 
 
 @pytest.mark.parametrize("moment", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"])

@@ -3,11 +3,13 @@ schemathesis's valid-request generation) knows what it must send: a request the 
 allows is not refused for a format the document never stated."""
 
 import re
+from datetime import UTC, datetime
 
 from fastapi import FastAPI
 
+from app.archive.service import MEMBER_LIST, MEMBER_TYPES
 from app.core.constraints import IDENTIFIER_PATTERN, MAX_LIMIT
-from app.core.pagination import encode_cursor
+from app.core.pagination import encode_cursor, encode_position
 from app.saves.models import Save
 from app.saves.repository import NEWEST_FIRST
 
@@ -31,11 +33,21 @@ def _schema(parameter: dict) -> dict:
 def test_every_cursor_declares_its_alphabet_and_length(app: FastAPI):
     cursors = [(op, _schema(p)) for op, p in _parameters(app) if p["name"] == "cursor"]
     assert cursors
-    handed_out = encode_cursor(NEWEST_FIRST, Save(timestamp=None, number=2**63 - 1))
+    seal = app.state.database.cursors
+    latest = Save(timestamp=datetime.max.replace(tzinfo=UTC), number=2**63 - 1)
+    # The longest a cursor gets: an archive member's, its path holding a name of 128
+    # characters (the rest are fixed-width, 43 characters for two sort keys).
+    longest_path = f"memory/agents/{'a' * 128}/raw_traces_archive.jsonl"
+    handed_out = [
+        encode_cursor(seal, NEWEST_FIRST, (2**63 - 1,), latest),
+        encode_position(seal, MEMBER_LIST, ("t", "p" * 128), MEMBER_TYPES, [longest_path]),
+    ]
     for operation, schema in cursors:
         assert schema.get("minLength") == 1, operation
         assert schema.get("maxLength") == 1024, operation
-        assert re.fullmatch(schema["pattern"], handed_out), operation
+        for cursor in handed_out:
+            assert re.fullmatch(schema["pattern"], cursor), operation
+            assert len(cursor) <= schema["maxLength"], operation
         assert not re.fullmatch(schema["pattern"], "a=b"), operation
 
 

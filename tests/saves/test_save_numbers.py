@@ -43,15 +43,25 @@ def test_each_projects_ids_count_from_1_whatever_other_tenants_store(client, oth
     assert [r["id"] for r in receipts["my other"]] == [1, 2, 3, 4]
     assert _ids(client, project) == [1, 2, 3, 4]
     assert _ids(other_client, project) == list(range(1, 9))
-    # The same saves give the same pages: the cursor says nothing of other tenants either.
+    # The same saves give the same pages. Their cursors are not the same text, each sealed for
+    # its own project (which refuses the other's), but they are as long, and each leads to
+    # the same next save: the cursor says nothing of other tenants either (what it holds is
+    # unreadable: tests/platform/test_cursors.py).
     mine = client.get(f"/v1/projects/{project}/saves", params={"limit": 1}).json()
     alone = import_save(client, project + "-c", _save(0)).json()
     assert alone["id"] == 1
     for second in range(1, 4):
         import_save(client, project + "-c", _save(second))
     same = client.get(f"/v1/projects/{project}-c/saves", params={"limit": 1}).json()
-    assert mine["next_cursor"] == same["next_cursor"]
+    assert len(mine["next_cursor"]) == len(same["next_cursor"])
     assert mine["items"][0]["id"] == same["items"][0]["id"] == 4
+    following = [
+        client.get(f"/v1/projects/{name}/saves", params={"limit": 1, "cursor": cursor}).json()
+        for name, cursor in ((project, mine["next_cursor"]), (project + "-c", same["next_cursor"]))
+    ]
+    assert [page["items"][0]["id"] for page in following] == [3, 3]
+    refused = client.get(f"/v1/projects/{project}-c/saves", params={"cursor": mine["next_cursor"]})
+    assert_problem(refused, 422)
 
 
 def test_every_route_takes_the_number_and_a_deleted_number_is_never_reused(client, project):
