@@ -36,6 +36,8 @@ def render_item(type_: str, obj: Any, autogen_context: Any) -> str | bool:
 
 
 # Created by raw DDL in the migrations (full-text search), absent from the models by design.
+# PostgreSQL's index is over the functions memory_search_lexemes and memory_search_query
+# (0018), which autogenerate never compares: functions are no objects of the metadata.
 UNMANAGED_PREFIXES = ("memory_items_fts",)
 UNMANAGED_INDEXES = frozenset({"ix_memory_items_search"})
 

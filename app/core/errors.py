@@ -260,10 +260,10 @@ def _driver_message(exc: Exception) -> str:
     return redacted
 
 
-# What a query answers when it names a table or column the database lacks, as it does when the
-# schema is older than the code: PostgreSQL's undefined_table and undefined_column, and SQLite's
-# messages for the same.
-_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703"})
+# What a query answers when it names a table, column or function the database lacks, as it does
+# when the schema is older than the code: PostgreSQL's undefined_table, undefined_column and
+# undefined_function (a search before 0018's functions), and SQLite's messages for the first two.
+_MISSING_SCHEMA_SQLSTATES = frozenset({"42P01", "42703", "42883"})
 _MISSING_SCHEMA_MESSAGES = ("no such table", "no such column", "has no column named")
 
 

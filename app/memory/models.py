@@ -41,8 +41,9 @@ class MemoryItem(SQLModel, table=True):
     """One decision, failure or constraint: its JSON object and the columns queries use.
 
     Full-text search runs on ``search_text``: through the FTS5 table ``memory_items_fts`` on
-    SQLite and an expression index on ``to_tsvector('simple', search_text)`` on PostgreSQL,
-    both created by the migration (they are not expressible in the models on both databases).
+    SQLite and a GIN expression index on ``memory_search_lexemes(project_id, search_text)``
+    (each word under its project) on PostgreSQL, both created by the migrations (they are not
+    expressible in the models on both databases), both keyed by project (0018).
     """
 
     __tablename__ = "memory_items"

@@ -6,11 +6,12 @@ from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import (
+    BigInteger,
     BindParameter,
     ColumnElement,
     bindparam,
     func,
-    literal_column,
+    literal,
     text,
     update,
 )
@@ -298,9 +299,13 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
                 "AND rowid BETWEEN :first AND :last"
             ).bindparams(match=match, first=first, last=first + PROJECT_RANGE - 1)
             return col(MemoryItem.id).in_(matching_rows)
-        # The same expression as the GIN index, so that the planner can use it.
-        vector = func.to_tsvector(literal_column("'simple'"), MemoryItem.search_text)
-        return vector.op("@@")(func.plainto_tsquery(literal_column("'simple'"), " ".join(words)))
+        # The GIN index's expression (migration 0018): an item's words under its project, and
+        # the query's words under the searching project, so each list the index reads holds
+        # this project's items only, and so do the planner's statistics of the words: another
+        # tenant's matches are never read, nor weighed (they were, and decided the plan).
+        terms = func.memory_search_lexemes(MemoryItem.project_id, MemoryItem.search_text)
+        project = literal(project_id, BigInteger)
+        return terms.op("@@")(func.memory_search_query(project, " ".join(words)))
 
     def archive(self, ids: Sequence[int], when: datetime) -> int:
         if not ids:

@@ -620,8 +620,10 @@ def test_0017_writes_memory_search_entries_at_each_insert_on_postgresql(backend,
 
 
 def test_0018_keys_the_search_index_by_project_and_keeps_every_item_found(backend, tenant):
-    """SQLite's full-text table is made again, by project, and filled from the items already
-    stored; its downgrade makes and fills the table before it (PostgreSQL: untouched)."""
+    """The full-text index is made again, by project, from the items already stored: SQLite's
+    table, and PostgreSQL's GIN index over each item's words under its project (its functions
+    with it, and 0017's option kept). The downgrade makes the index before, found by a search
+    of the same words."""
     url = backend.new_database_url()
     upgrade(url)
 
@@ -632,6 +634,16 @@ def test_0018_keys_the_search_index_by_project_and_keeps_every_item_found(backen
             response = client.get("/v1/projects/p/memory/decisions", params={"q": word})
             assert response.status_code == 200, response.text
             return [item["id"] for item in response.json()["items"]]
+
+    def postgres_index(connection: Connection) -> tuple[str, list[str], int]:
+        definition, options = connection.execute(
+            text(
+                "SELECT pg_get_indexdef(oid), reloptions FROM pg_class "
+                "WHERE relname = 'ix_memory_items_search'"
+            )
+        ).one()
+        functions = text("SELECT count(*) FROM pg_proc WHERE proname LIKE 'memory_search_%'")
+        return definition, options, connection.execute(functions).scalar_one()
 
     app = create_app(make_settings(url))
     with TestClient(app):
@@ -646,8 +658,22 @@ def test_0018_keys_the_search_index_by_project_and_keeps_every_item_found(backen
             if backend.name == "sqlite":
                 match = "SELECT count(*) FROM memory_items_fts WHERE memory_items_fts MATCH 'jwt'"
                 assert connection.execute(text(match)).scalar_one() == 2
+            else:
+                definition, options, functions = postgres_index(connection)
+                assert "to_tsvector('simple'::regconfig, search_text)" in definition
+                assert options == ["fastupdate=off"] and functions == 0
+                by_word = text(
+                    "SELECT count(*) FROM memory_items "
+                    "WHERE to_tsvector('simple', search_text) @@ plainto_tsquery('simple', 'jwt')"
+                )
+                assert connection.execute(by_word).scalar_one() == 2
+        upgrade(url)
+        if backend.name == "postgresql":
+            with engine.connect() as connection:
+                definition, options, functions = postgres_index(connection)
+            assert "memory_search_lexemes(project_id, search_text)" in definition
+            assert options == ["fastupdate=off"] and functions == 2
     finally:
         engine.dispose()
-    upgrade(url)
     assert found("jwt") == ["d2", "d1"]
     assert found("durable") == ["d0"]

@@ -83,9 +83,9 @@ def test_a_table_missing_from_a_migrated_database_is_a_server_error_not_a_migrat
 def test_a_database_behind_the_head_answers_503_naming_migrate_where_it_lacks_a_change(backend):
     """A database one migration behind, then two, three, four, five and six, until a probe
     touches what it lacks: each refused answer names migrate and the revision the database is
-    at. A migration that only changes an index (0014, 0015, 0017; 0018 on PostgreSQL) or
-    stored values (0016: the saves' tags) leaves every request able to run, so one step below
-    it answers them all; its readiness is 503 all the same, naming the revision."""
+    at. A migration that only changes an index (0014, 0015, 0017) or stored values (0016: the
+    saves' tags) leaves every request able to run, so one step below it answers them all; its
+    readiness is 503 all the same, naming the revision."""
     script = ScriptDirectory.from_config(alembic_config())
     revision = head_revision()
     for _step in range(6):
@@ -99,7 +99,8 @@ def test_a_database_behind_the_head_answers_503_naming_migrate_where_it_lacks_a_
             readiness = behind.get("/readyz")
             assert readiness.status_code == 503 and revision in readiness.json()["detail"]
             # A write to each table a recent migration changed (saves: 0011, run states:
-            # 0012 and 0013) and a search of SQLite's index (0018); the others may succeed.
+            # 0012 and 0013) and a search (0018: SQLite's index, PostgreSQL's functions); the
+            # others may succeed.
             responses = [
                 import_save(behind, "demo", seed_save()),
                 behind.post("/v1/projects/demo/runs/r/iterations", json={"bead_id": "b"}),
