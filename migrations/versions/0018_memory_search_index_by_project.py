@@ -113,7 +113,10 @@ POSTGRES_FUNCTIONS_DROP = [
 # PL/pgSQL keeps its plans for the session; an SQL function with a query in it is planned
 # again at each call, which cost an insert 30-40 µs more. Only pg_catalog's functions, which
 # are found whatever the search path (maintenance and restores run an index's expression under
-# their own). E'' strings mean the same whatever standard_conforming_strings is.
+# their own), and pg_catalog's configuration named whole: a bare 'simple' is looked up on the
+# caller's search path at each call, where a schema of the caller's could hold another (a
+# review turned 'running cats' into 'run cat' so), and the index would hold other words than
+# the searches ask for. E'' strings mean the same whatever standard_conforming_strings is.
 POSTGRES_BY_PROJECT = [
     # A text of at most 500 bytes has no lexeme near 2,047 bytes (a character lowercased takes
     # at most 4 bytes for each of its own), nor a tsvector near its 1 MB: the common case, one
@@ -128,12 +131,14 @@ DECLARE
     room bigint := 1048575;
 BEGIN
     IF octet_length(search_text) <= 500 THEN
-        FOREACH lexeme IN ARRAY tsvector_to_array(to_tsvector('simple', search_text)) LOOP
+        FOREACH lexeme IN ARRAY
+                tsvector_to_array(to_tsvector('pg_catalog.simple'::regconfig, search_text)) LOOP
             lexemes := lexemes || (prefix || lexeme);
         END LOOP;
         RETURN array_to_tsvector(lexemes);
     END IF;
-    FOREACH lexeme IN ARRAY tsvector_to_array(to_tsvector('simple', search_text)) LOOP
+    FOREACH lexeme IN ARRAY
+            tsvector_to_array(to_tsvector('pg_catalog.simple'::regconfig, search_text)) LOOP
         term := {_TERM};
         room := room - octet_length(term);
         EXIT WHEN room < 0;
@@ -152,7 +157,8 @@ DECLARE
     terms text[] := '{{}}';
     lexeme text;
 BEGIN
-    FOREACH lexeme IN ARRAY tsvector_to_array(to_tsvector('simple', words)) LOOP
+    FOREACH lexeme IN ARRAY
+            tsvector_to_array(to_tsvector('pg_catalog.simple'::regconfig, words)) LOOP
         terms := terms || (
             '''' || replace(replace({_TERM}, E'\\', E'\\\\'), '''', '''''') || ''''
         );

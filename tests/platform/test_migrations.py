@@ -673,6 +673,18 @@ def test_0018_keys_the_search_index_by_project_and_keeps_every_item_found(backen
                 definition, options, functions = postgres_index(connection)
             assert "memory_search_lexemes(project_id, search_text)" in definition
             assert options == ["fastupdate=off"] and functions == 2
+            # The functions' configuration is pg_catalog's whatever the caller's search path:
+            # a 'simple' of the caller's (here english's stemmer) is never the one they use.
+            with engine.begin() as connection:
+                connection.execute(text("CREATE SCHEMA shadow"))
+                connection.execute(
+                    text("CREATE TEXT SEARCH CONFIGURATION shadow.simple (COPY = english)")
+                )
+                connection.execute(text("SET LOCAL search_path = shadow, pg_catalog, public"))
+                terms = connection.execute(
+                    text("SELECT memory_search_lexemes(1, 'running cats')::text")
+                ).scalar_one()
+                assert terms == "'p1xcats' 'p1xrunning'", terms
     finally:
         engine.dispose()
     assert found("jwt") == ["d2", "d1"]
