@@ -244,11 +244,18 @@ def parse_summary(raw: bytes) -> tuple[dict[str, Any], Style | None]:
     return document, style
 
 
-def parse_items(raw: bytes, kind: ItemKind) -> tuple[list[dict[str, Any]], Style | None]:
-    """An array of items of ``kind``: each valid, ids unique."""
+def parse_items(
+    raw: bytes, kind: ItemKind, most_items: int
+) -> tuple[list[dict[str, Any]], Style | None]:
+    """An array of at most ``most_items`` items of ``kind``: each valid, ids unique."""
     document = jsondoc.load(raw)
     if not isinstance(document, list):
         raise InvalidDocument("A project memory list file is a JSON array.", [("", "not an array")])
+    if len(document) > most_items:
+        raise InvalidDocument(
+            f"A project memory list file holds at most {most_items} items.",
+            [("", f"{len(document)} items")],
+        )
     faults = Faults()
     first_index: dict[str, int] = {}
     for index, item in enumerate(document):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from app.core.constraints import MAX_LIST_ITEMS
 from app.formats import project_memory as codec
 from app.formats.errors import InvalidDocument, MalformedDocument
 from app.formats.project_memory import ItemKind, Style
@@ -19,14 +20,16 @@ LIST_FILES = {
 def test_list_golden_files_round_trip_in_their_style(name, style):
     suffix = ".snake" if style is Style.snake else ""
     raw = golden_bytes(f"memory-{name}{suffix}.json")
-    items, detected = codec.parse_items(raw, LIST_FILES[name])
+    items, detected = codec.parse_items(raw, LIST_FILES[name], MAX_LIST_ITEMS)
     assert detected is style
     assert codec.render(items, style) == raw
 
 
 @pytest.mark.parametrize("name", LIST_FILES)
 def test_a_list_file_converts_between_styles(name):
-    items, _ = codec.parse_items(golden_bytes(f"memory-{name}.json"), LIST_FILES[name])
+    items, _ = codec.parse_items(
+        golden_bytes(f"memory-{name}.json"), LIST_FILES[name], MAX_LIST_ITEMS
+    )
     assert codec.render(items, Style.snake) == golden_bytes(f"memory-{name}.snake.json")
 
 
@@ -41,7 +44,7 @@ def test_the_summary_round_trips_and_converts():
 
 def test_unknown_fields_keep_their_place_and_non_ascii_is_escaped():
     item = {"id": "dec-1", "x_extra": {"ünï": [1, 2.5]}, "feature_id": "f", "decision": "é 😀"}
-    items, style = codec.parse_items(python_indent2([item]), ItemKind.decision)
+    items, style = codec.parse_items(python_indent2([item]), ItemKind.decision, MAX_LIST_ITEMS)
     assert style is Style.snake
     assert codec.render(items, Style.snake) == python_indent2([item])
     camel = {"id": "dec-1", "x_extra": {"ünï": [1, 2.5]}, "featureId": "f", "decision": "é 😀"}
@@ -56,7 +59,7 @@ def test_a_file_that_mixes_styles_is_refused():
         {"id": "b", "feature_id": "f", "decision": "y"},
     ]
     with pytest.raises(InvalidDocument) as raised:
-        codec.parse_items(python_indent2(items), ItemKind.decision)
+        codec.parse_items(python_indent2(items), ItemKind.decision, MAX_LIST_ITEMS)
     assert raised.value.errors[0][0] == "/1/feature_id"
 
 
@@ -77,7 +80,7 @@ def test_a_file_that_mixes_styles_is_refused():
 )
 def test_invalid_items_name_each_fault(item, pointer):
     with pytest.raises(InvalidDocument) as raised:
-        codec.parse_items(python_indent2([item]), ItemKind.decision)
+        codec.parse_items(python_indent2([item]), ItemKind.decision, MAX_LIST_ITEMS)
     assert pointer in [path for path, _ in raised.value.errors]
 
 
@@ -90,7 +93,7 @@ def test_a_summary_that_mixes_styles_points_at_the_key():
 def test_duplicate_ids_are_refused():
     items = [{"id": "d", "decision": "x"}, {"id": "d", "decision": "y"}]
     with pytest.raises(InvalidDocument) as raised:
-        codec.parse_items(python_indent2(items), ItemKind.decision)
+        codec.parse_items(python_indent2(items), ItemKind.decision, MAX_LIST_ITEMS)
     assert raised.value.errors == [("/1/id", "duplicates item 0")]
 
 
@@ -106,14 +109,14 @@ def test_duplicate_ids_are_refused():
 )
 def test_list_files_must_be_arrays_of_objects(raw, error):
     with pytest.raises(error):
-        codec.parse_items(raw, ItemKind.failure)
+        codec.parse_items(raw, ItemKind.failure, MAX_LIST_ITEMS)
 
 
 def test_expires_at_may_be_null_and_resolution_may_be_null():
     constraint = {"id": "c", "description": "d", "expiresAt": None}
     failure = {"id": "f", "description": "d", "resolution": None}
-    assert codec.parse_items(python_indent2([constraint]), ItemKind.constraint)[0]
-    assert codec.parse_items(python_indent2([failure]), ItemKind.failure)[0]
+    assert codec.parse_items(python_indent2([constraint]), ItemKind.constraint, MAX_LIST_ITEMS)[0]
+    assert codec.parse_items(python_indent2([failure]), ItemKind.failure, MAX_LIST_ITEMS)[0]
 
 
 def test_item_columns_read_either_style():

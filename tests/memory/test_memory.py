@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import event, text
 from sqlmodel import Session, select
 
+from app.core.constraints import MAX_LIST_ITEMS
 from app.memory import service as memory_service
 from app.memory import tokens
 from app.memory.models import MemoryItem
@@ -411,8 +412,13 @@ def test_a_search_reads_none_of_another_projects_matches(
     # PostgreSQL before 0018: 3,000 rows for "alpha" and for the number, the project's items
     # read and filtered, and 0 for "omega"; now 0 for each.
     assert max(work.values()) <= 2 * min(work.values()) + 50, work
-    assert max(work.values()) < OWN_ITEMS / 4, work
-    if backend.name == "sqlite":
+    if backend.name == "postgresql":
+        assert max(work.values()) < OWN_ITEMS / 4, work
+    else:
+        # SQLite's steps are of its own rows too when, by the statistics ANALYZE left (other
+        # tests' items among them), its plan reads the project's items and probes the
+        # matches' list: about 27,000 for each word with 3,000 items, whatever the other
+        # tenant holds. The bound on what it reads of the index is the plan's, below.
         with engine.connect() as connection:
             plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
             scans = [row[-1] for row in plan if "memory_items_fts" in row[-1]]
@@ -706,3 +712,15 @@ def test_an_item_whose_id_holds_a_slash_is_reached_at_its_location(client, proje
     assert patched.status_code == 200, patched.text
     assert client.delete(location).status_code == 204
     assert client.get(f"/v1/projects/{project}/memory/decisions").json()["items"] == []
+
+
+def test_a_list_file_holds_at_most_the_lists_limit_of_items(client, project):
+    """A list file's items are each a row written in the write's turn (on SQLite every
+    tenant's one writer): 110,000 constraints in a 3.6 MB PUT held it for 48 s, and another
+    tenant's write got a 503. Beyond MAX_LIST_ITEMS the file is refused, before any is read."""
+    _put_file(client, project, "active-constraints", [{"id": "kept", "description": "d"}])
+    items = [{"id": str(n), "description": "d"} for n in range(MAX_LIST_ITEMS + 1)]
+    refused = _put_file(client, project, "active-constraints", items)
+    assert_problem(refused, 422)
+    assert f"at most {MAX_LIST_ITEMS} items" in refused.json()["detail"]
+    assert _list(client, project, "constraints") == ["kept"]
