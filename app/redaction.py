@@ -45,25 +45,36 @@ _SECRET_NAMES = (
     r"|refresh[_-]?token|session[_-]?token|id[_-]?token|token|credentials?|authorization"
 )
 _SECRET_NAME = f"(?i:{_SECRET_NAMES})"
-# The words that name a password at the end of any name, glued to what comes before it as well
-# (``PGPASSWORD``, ``dbPassword``, ``smtpPassword``, ``mysqlpasswd``): no word or name ends in
-# them that is not a password's. Not ``pwd``, which glued ends ``OLDPWD`` (the shell's previous
-# directory): it counts after a separator (``MYSQL_PWD``) or as a word of a camel-case name
-# (``dbPwd``). Nor ``pass`` (``bypass``) or ``secret``: only after a separator, as before.
+# The words that name a password (not ``pass``, which ends ``bypass``, nor ``secret``).
 _PASSWORD_WORDS = r"password|passwd|passphrase"
 _PASSWORD_WORD = f"(?i:{_PASSWORD_WORDS})"
-# A key that names a secret: the name alone or at the end of a prefixed name (``db_password``,
-# ``X-Api-Key``, ``OPENAI_API_KEY``), a password word at the end of any name (``dbPassword``),
-# never as a prefix: ``token_usage`` is a count, and ``password_policy``, ``passwordless``,
-# ``password_hint``, ``passwordLength``, ``forgot_password_url`` name no password (their values
-# are kept: a false positive destroys what a user stored).
-_SECRET_KEY = re.compile(
-    r"(?:[A-Za-z0-9]+[_.-])*"
-    + _SECRET_NAME
-    + r"|[A-Za-z0-9_.-]*"
-    + _PASSWORD_WORD
-    + r"|[A-Za-z0-9_.-]*[a-z0-9]Pwd"
+# Glued to a password word, a name counts only when it says whose password it is
+# (``dbPassword``, ``smtppassword``, ``PGPASSWORD``, ``newPassword``): a verb or a question
+# glued to it names a field, a toggle or a function (``showPassword``, ``forgotPassword``,
+# ``resetPassword``, ``isPassword``), and their values are labels, URLs, booleans (a false
+# positive destroys what a user stored). Any all-capitals name glued to ``PASSWORD`` or
+# ``PASSWD`` is an environment variable's (``MYSQLPASSWORD``). ``Pwd`` is a password only
+# camel-case after the same names, but for ``old`` and ``current``: ``oldPwd``, like the
+# shell's ``OLDPWD``, is a directory. The owner starts the name or follows a separator:
+# ``mainDbPassword`` is missed rather than ``showUserPassword: true`` destroyed.
+_OWNERS = (
+    r"db|database|smtp|e?mail|mysql|pg|postgres|redis|mongo|ldap|admin|root|user|app|api"
+    r"|s?ftp|ssh|proxy|vnc|wifi|keystore|truststore|master|service|bind|sa|gpg"
 )
+_OWNER_WORDS = f"{_OWNERS}|new|old|current|confirm"
+# After the word, which password it is (``password_confirmation``, ``passwordConfirmation``,
+# ``password2``, ``password-repeat``); not ``password_policy``, ``passwordless``,
+# ``password_hint``, ``passwordLength``, ``password_reset_at``, ``password_hash`` (a hash is not
+# the password), ``passwords``.
+_WHICH_PASSWORDS = r"[_-]?(?:confirmation|confirm|repeat|again|new|old)|[_-]?[12]"
+_PASSWORD_NAME = (
+    f"(?:(?i:{_OWNER_WORDS})?{_PASSWORD_WORD}|[A-Z][A-Z0-9]*?PASS(?:WORD|WD)"
+    f"|(?i:{_OWNERS}|new|confirm)Pwd)(?i:{_WHICH_PASSWORDS})?"
+)
+# A key that names a secret: the name alone or at the end of a prefixed name (``db_password``,
+# ``X-Api-Key``, ``OPENAI_API_KEY``), or a password's name as above; never as a prefix:
+# ``token_usage`` is a count, and ``forgot_password_url`` a link.
+_SECRET_KEY = re.compile(r"(?:[A-Za-z0-9]+[_.-])*(?:" + _PASSWORD_NAME + "|" + _SECRET_NAME + ")")
 
 # A value after ``name = `` or ``"name": ``: JSON- or Python-quoted (a backslash before the quote
 # when the text is itself JSON inside a string), or bare up to where an assignment in prose or
@@ -71,23 +82,37 @@ _SECRET_KEY = re.compile(
 # but operators' characters (``=``, ``:``, ``>``, ``|``), nor YAML's block indicator (``|``,
 # ``>-``: the value is on the lines below): the ``=`` of ``:=`` and the ``>`` of ``=>`` were
 # taken for the value, reported redacted while the value stayed. Such characters before others
-# are the value's (``password==x9``).
+# are the value's (``password==x9``). Nor a bare value that begins with ``[`` or ``{`` (a list,
+# an object, a template's ``{{``): only the bracket was replaced, and reported, the secrets in
+# it kept; they are missed, not falsely reported. Nor a bare literal or type (``true``,
+# ``null``, ``string``: ``newPassword: string;`` declares a field, ``password: true`` a flag).
+_NOT_A_VALUE = (
+    r"(?:true|false|True|False|TRUE|FALSE|null|NULL|None|nil|undefined"
+    r"|string|number|boolean|bool|str|int)(?![^\s,;\"'}\]\\\[|)?])"
+)
 _ASSIGNED_VALUE = (
     r"(?!\\?[\"']?\[REDACTED:)"
     r"(?![|>][-+0-9]{0,2}(?![^\s,;\"'}\]\\]))"
-    r"(?:\\?\"([^\"\\\n]+)|'([^'\n]+)|([:=>|]*+[^\s,;\"'}\]\\:=>|][^\s,;\"'}\]\\]*))"
+    r"(?:\\?\"([^\"\\\n]+)|'([^'\n]+)|(?!"
+    + _NOT_A_VALUE
+    + r")([:=>|]*+[^\s,;\"'}\]\\:=>|\[{][^\s,;\"'}\]\\]*))"
 )
 
-# A secret's name in text, before its operator: a password word wherever it ends a name
-# (``PGPASSWORD``), ``Pwd`` ending a camel-case one (``dbPwd``), any other at a token's start.
-# The first two begin with a plain letter ("p" has no other case under IGNORECASE), so that
-# ``re`` steps over every other character without entering them: the pattern tries every
-# position of a text, and written ``(?i:password|...)`` and ``(?<=[a-z0-9])Pwd`` it cost a MiB
-# of letters 73 ms against 33 (12 with the names at a token's start alone).
-_NAME_IN_TEXT = f"(?:[Pp](?i:ass(?:word|wd|phrase))|P(?<=[a-z0-9]P)wd|{_START}{_SECRET_NAME})"
-# ``=``, ``:``, Go's ``:=``, PHP's, Perl's and Ruby's ``=>``, and ``->``; not ``==``, a
-# comparison (``password == confirm_password``).
-_OPERATOR = r"(?::=|=>|->|[:=])"
+# A secret's name in text, before its operator, at a token's start (so that a start inside a
+# run of letters is refused at once): a password's name (above), or any other secret's. Every
+# name begins with a letter (or one that IGNORECASE takes for an ASCII letter): the look ahead
+# refuses every other start before the names are tried, which cost a MiB of spaces or "="
+# after ``password:`` three times as much (1.2-1.5 s against 0.4-0.6 under the hang guard).
+# And a password's name is tried only where the run of letters holds "pas" or "pw" (read from
+# the run's start alone, so once): its owners, tried at every word of prose, cost a MiB of it
+# 210 ms against 80 before.
+_LETTERS = "A-Za-z0-9\u0130\u0131\u017f\u212a"
+_NAME_IN_TEXT = (
+    f"{_START}(?=[{_LETTERS}])(?:(?=[{_LETTERS}]*?(?i:pas|pw)){_PASSWORD_NAME}|{_SECRET_NAME})"
+)
+# ``=``, ``:``, Go's ``:=``, PHP's, Perl's and Ruby's ``=>``; not ``==``, a comparison
+# (``password == confirm_password``), nor ``->``, an arrow in prose (``email -> password -> MFA``).
+_OPERATOR = r"(?::=|=>|[:=])"
 # A command line's long option and its value after a space (``--password hunter2``,
 # ``--db-password 'x y'``; ``--password=x`` is an assignment). Not a value that begins with "-":
 # it is the next option (``mysql --password -h db`` asks for the password). Not ``-p``, which
@@ -169,12 +194,13 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         # A password may hold a "/" (``https://bob:ab/cd@host``, as people write it), but not
         # "//": so it ends before the next URL's scheme, and a start reads no further than the
         # next one's ``://`` (a "/" read to the text's end from every scheme is the square
-        # again). Not one of digits up to a "/", which is a port (``http://host:8080/@scope``),
-        # nor a user holding "[" (an IPv6 host: ``http://[::1]:8080/@x``).
+        # again). Not one of digits up to a "/", "?", "#" or the end, which is a port
+        # (``http://host:8080/@scope``, ``http://localhost:3000?next=/@me``), nor a user
+        # holding "[" (an IPv6 host: ``http://[::1]:8080/@x``).
         "url_credential",
         re.compile(
             r"(?<![A-Za-z0-9+.-])[0-9+.-]*+[A-Za-z][A-Za-z0-9+.-]*+"
-            r"://[^\s/:@\"'<>\[\]]*+:(?!\[REDACTED:)(?![0-9]*+/)((?:[^\s/@\"'<>]|/(?!/))++)@"
+            r"://[^\s/:@\"'<>\[\]]*+:(?!\[REDACTED:)(?![0-9]*+(?:[/?#]|\Z))((?:[^\s/@\"'<>]|/(?!/))++)@"
         ),
     ),
     (
@@ -240,10 +266,12 @@ _HEADS: dict[str, str] = {
     "bearer_token": f"{_caseless('bearer')}{_WHITESPACE}+[A-Za-z0-9._~+/-]{{12}}",
     "basic_auth": f"{_caseless('authorization')}\\\\?[\"']?{_WHITESPACE}*[:=]",
     "url_credential": r"[A-Za-z][A-Za-z0-9+.-]*://[^\t-\r /:@\"'<>]*:[^\t-\r @\"'<>]+@",
-    # Every operator begins with ``:``, ``=`` or ``-``; a password word glued to a name
-    # (``dbPassword``, ``dbPwd``) is matched by its name alone, the head having no lookbehind.
+    # Every operator begins with ``:`` or ``=``; a password's name glued to its owner
+    # (``dbPassword``, ``dbPwd``, ``PGPASSWORD``) is matched by its word alone, the head having
+    # no lookbehind, and so is the word of which password it is (``password_confirmation``).
     "password": (
-        f"(?:{_caseless(_SECRET_NAMES)})\\\\?[\"']?{_WHITESPACE}*(?:[:=]|->)"
+        f"(?:{_caseless(_SECRET_NAMES)})(?:{_caseless(_WHICH_PASSWORDS)})?"
+        f"\\\\?[\"']?{_WHITESPACE}*[:=]"
         f"|--[A-Za-z0-9_.-]*(?:{_caseless(_PASSWORD_WORDS)})[\\t ]"
     ),
 }

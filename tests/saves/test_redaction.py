@@ -289,6 +289,15 @@ _RUNS = [
     "https://u:" + "a/" * 2**19,
     "a://b:c/" * 2**17,
     "http://h:" + "1" * 2**20 + "/",
+    # An environment variable's name read to its PASSWORD; the owners and which password it
+    # is; a bare value that opens a list; a port before a query.
+    "A" * 2**20 + "PASSWORD=x",
+    "PASSWORD" * (2**20 // 8),
+    "dbpassword_" * (2**20 // 11),
+    "userpassword2=" * (2**20 // 14),
+    "password: [" * (2**20 // 11),
+    "password: true " * (2**20 // 15),
+    "http://h:" + "1" * 2**20 + "?",
 ]
 
 
@@ -326,7 +335,6 @@ PASSWORDS_IN_TEXT = [
     ('password := "Hunter2Prod98"', 'password := "[REDACTED:password]"'),
     ("'password' => 'Hunter2Prod97'", "'password' => '[REDACTED:password]'"),
     ('"DB_PASSWORD" => "Hunter2"', '"DB_PASSWORD" => "[REDACTED:password]"'),
-    ("password -> Hunter2", "password -> [REDACTED:password]"),
     ("dbPassword:=Hunter2", "dbPassword:=[REDACTED:password]"),
     ("userPwd: 'Hunter 2'", "userPwd: '[REDACTED:password]'"),
     ("mysqlpasswd=Hunter2", "mysqlpasswd=[REDACTED:password]"),
@@ -387,8 +395,9 @@ def test_a_key_ending_in_a_secrets_name_names_a_secret(key):
 @pytest.mark.parametrize(
     "key",
     [
-        *("password_policy", "passwordless", "password_hint", "passwordLength", "password2"),
+        *("password_policy", "passwordless", "password_hint", "passwordLength", "passwordField"),
         *("forgot_password_url", "passwords", "password_hash", "OLDPWD", "bypass"),
+        *("password_reset_at", "password_hash_algo", "PASSWORD_POLICY", "passwordsMatch"),
         *("token_usage", "secretary"),
     ],
 )
@@ -438,3 +447,109 @@ def test_each_string_of_a_list_under_a_password_key_is_redacted_at_its_place():
         {"path": "/cfg/note", "kind": "api_key", "count": 1},
         {"path": "/after/0", "kind": "api_key", "count": 1},
     ]
+
+
+# False positives: each of these lost its value (as a key, or in text) after d583d83, which took
+# any name glued to a password word, "->" for an operator and digits before "?" or "#" for a
+# URL's password. A redacted value is lost for good: they must be kept, and nothing reported.
+NOT_PASSWORD_KEYS = [
+    *("showPassword", "forgotPassword", "resetPassword", "changePassword", "validatePassword"),
+    *("requirePassword", "enablePassword", "usePassword", "isPassword", "hasPassword"),
+    *("noPassword", "oldPwd", "getPwd", "printPwd", "currentPwd"),
+]
+
+
+@pytest.mark.parametrize("key", NOT_PASSWORD_KEYS)
+def test_a_name_glued_to_a_password_word_by_a_verb_names_no_secret(key):
+    assert not redaction.names_a_secret(key)
+
+
+def test_an_i18n_file_of_password_screens_keeps_every_value():
+    document = {
+        "auth": {
+            "forgotPassword": "Forgot your password?",
+            "showPassword": "Show password",
+            "resetPassword": "/api/auth/reset",
+        }
+    }
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(copy.deepcopy(document), redactions) == document
+    assert not redactions
+    # The same file as the text of a string (a save of a file's contents).
+    text = json.dumps(document)
+    assert redaction.redact_value(text) == text
+    assert redaction.redact_value(json.dumps(text)) == json.dumps(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A name glued to a password word that names no one's password; a type, not a value.
+        *("showPassword: true", "validatePassword: true", "newPassword: string;"),
+        *("setPassword: function(x) {", "resetPassword: () => api.reset()", "printPwd: true"),
+        *("isPassword = false", "hasPassword: boolean", "getPwd: () => cwd", "oldPwd = cwd"),
+        *("password: true", "db_password: null", "newPassword?: string"),
+        "interface Form { newPassword: string; confirmPassword: string | null }",
+        # An arrow in prose.
+        *("Flow: email -> password -> MFA.", "password -> bcrypt -> db", "Password -> Reset"),
+        # A URL's port before a query or a fragment.
+        *("http://localhost:3000?next=/users/@me", "http://localhost:3000#/@me"),
+        *("https://x.org:443?a=/@b", "see http://localhost:3000?next=@me and more"),
+    ],
+)
+def test_a_verb_glued_to_a_password_word_an_arrow_or_a_port_is_kept(text):
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(text, redactions) == text
+    assert not redactions
+
+
+@pytest.mark.parametrize(
+    "text", ["password: ['Hx9', 'b']", 'password = ["Hx9"]', "password: {a: 1}", "db_pwd=[x]"]
+)
+def test_a_bare_value_that_opens_a_list_or_an_object_is_not_reported_as_redacted(text):
+    """Only the "[" or "{" was replaced, and reported, the secret beside it kept: nothing is
+    replaced now, and nothing reported (a known miss, not a fake redaction)."""
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(text, redactions) == text
+    assert not redactions
+
+
+# Names whose password word comes first, then what it is (a confirmation, a second one).
+PASSWORD_FIRST_KEYS = [
+    *("password_confirmation", "passwordConfirmation", "PASSWORD_CONFIRMATION", "password1"),
+    *("password2", "password_confirm", "password-repeat", "passwordAgain", "password_new"),
+    *("password_old", "PasswordNew", "user_password_confirmation", "passwordconfirm"),
+]
+
+
+@pytest.mark.parametrize("key", PASSWORD_FIRST_KEYS)
+def test_a_password_word_followed_by_which_password_names_a_secret(key):
+    assert redaction.names_a_secret(key)
+
+
+@pytest.mark.parametrize("key", PASSWORD_FIRST_KEYS)
+def test_a_password_word_followed_by_which_password_is_redacted_in_text(key):
+    for text, redacted in [
+        (f"{key}=Hunter2", f"{key}=[REDACTED:password]"),
+        (f'{{"{key}": "Hunter 2"}}', f'{{"{key}": "[REDACTED:password]"}}'),
+        (f"{key}: 'Hunter2'", f"{key}: '[REDACTED:password]'"),
+    ]:
+        redactions = redaction.Redactions()
+        assert redaction.redact_document(text, redactions) == redacted
+        assert redactions.by_kind() == {"password": 1}
+        assert redaction.holds_a_head(json.dumps({key: "x"}).encode())
+
+
+# The names of whose password it is, glued or camel-case, and an environment variable's.
+OWNED_PASSWORD_KEYS = [
+    *("newPassword", "oldPassword", "currentPassword", "confirmPassword", "adminPassword"),
+    *("rootpassword", "MasterPassword", "keystorePassword", "redisPassword", "ldapPasswd"),
+    *("MYSQLPASSWORD", "PGPASSWORD", "SQLPASSWD", "wifiPassword", "saPassword", "sshPwd"),
+]
+
+
+@pytest.mark.parametrize("key", OWNED_PASSWORD_KEYS)
+def test_a_name_of_whose_password_it_is_glued_to_the_word_names_a_secret(key):
+    assert redaction.names_a_secret(key)
+    text = f"{key}=Hunter2"
+    assert redaction.redact_value(text) == f"{key}=[REDACTED:password]"

@@ -119,8 +119,9 @@ PASSWORDS = st.builds(
         ["password", "PASSWORD", "passwd", "pwd", "pass", "secret", "client_secret", "api_key"]
         + ["api-key", "apikey", "access_token", "auth_token", "Password"]
         + ["PGPASSWORD", "MYSQL_PWD", "dbPassword", "db_password", "smtpPassword", "userPwd"]
+        + ["password_confirmation", "passwordConfirmation", "password2", "MYSQLPASSWORD"]
     ),
-    st.sampled_from(["=", ": ", " = ", ":", " := ", "=>", " => ", " -> "]),
+    st.sampled_from(["=", ": ", " = ", ":", " := ", "=>", " => "]),
     PASSWORD_VALUE,
     st.sampled_from(["", '"', "'"]),
 )
