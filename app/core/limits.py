@@ -4,10 +4,10 @@ An archive export holds a worker thread and a connection while it builds its arc
 spool (memory, then a temporary file) until its client has read it all; an agent's memory
 file sent whole (NDJSON) holds them while it is read, then its bytes until they are sent (a
 file of raw traces grows without bound: 16 exports at once of one of 45 MB held 1.5 GB and
-every other tenant's requests for seconds, 2026-11-27); an import under the
-bulk limit (a save's, an archive's) holds a worker thread while it parses, redacts and
-compresses up to 64 MiB. Turns bound how many run at once, so that one tenant cannot take
-every export (or the disk), or every worker thread, from the others.
+every other tenant's requests for seconds, 2026-11-27); an import under the bulk limit (a
+save's, an archive's) holds a worker thread while it parses, redacts and compresses up to 64
+MiB. Turns bound how many run at once, so that one tenant cannot take every export (or the
+disk), or every worker thread, from the others.
 """
 
 import itertools
