@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from app.agents import compaction, repository
+from app.agents import router as agents_router
 from app.agents import service as agents_service
 from app.storage import route
 from tests.conftest import client_for, create_key
@@ -618,3 +619,21 @@ def test_a_memory_file_sent_whole_takes_an_export_turn_until_it_is_sent(
     unchanged = client.get(url, headers=whole | {"If-None-Match": sent.headers["ETag"]})
     assert unchanged.status_code == 304
     assert turns.total == 0
+
+
+def test_a_page_of_memory_is_made_in_a_worker_thread(client, project, monkeypatch):
+    """A page's lines holding NaN are parsed and written again (85 ms of CPU for 500 lines of
+    100 KB): in a worker thread, never on the event loop every request shares."""
+    url = _url(project, "memory/raw-traces")
+    trace = raw_trace("t", 1) | {"content": "NaN"}
+    assert client.post(url, json=[trace]).status_code == 201
+    threads: list[str] = []
+    splice = agents_router.spliceable
+
+    def watched(line: bytes) -> bytes:
+        threads.append(threading.current_thread().name)
+        return splice(line)
+
+    monkeypatch.setattr(agents_router, "spliceable", watched)
+    assert client.get(url).status_code == 200
+    assert threads == ["AnyIO worker thread"], threads
