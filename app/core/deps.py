@@ -1,5 +1,6 @@
 """The dependencies routes declare: settings, database sessions and the calling principal."""
 
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -11,6 +12,7 @@ from anyio import CancelScope, CapacityLimiter, to_thread
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPBearer
 from sqlalchemy import Connection, event
+from sqlalchemy.exc import SQLAlchemyError
 from sqlmodel import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -19,6 +21,8 @@ from app.core.config import AuthMode, Settings
 from app.core.db import Database
 from app.core.errors import UNKNOWN_KEY, Forbidden, RevokedKey, Unauthenticated
 from app.core.security import ALL_SCOPES, Principal, Scope, hash_key
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "default"
 
@@ -34,8 +38,14 @@ def get_database(request: Request) -> Database:
 
 
 def _close(session: Session) -> None:
+    """A read session ended. FastAPI ends it after the route has returned its answer and
+    before it sends it: a rollback that fails (the connection lost since the read) is logged,
+    not raised, so that the answer built is still sent and the response still ends (an
+    export's turn is given back when it ends: raised here, it was held until restart)."""
     try:
         session.rollback()
+    except SQLAlchemyError as exc:
+        log.warning("a read session's rollback failed after its answer was built: %s", exc)
     finally:
         session.close()
 

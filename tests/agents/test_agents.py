@@ -6,6 +6,8 @@ import threading
 import anyio
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlmodel import Session
 
 from app.agents import compaction, repository
 from app.agents import router as agents_router
@@ -637,3 +639,22 @@ def test_a_page_of_memory_is_made_in_a_worker_thread(client, project, monkeypatc
     monkeypatch.setattr(agents_router, "spliceable", watched)
     assert client.get(url).status_code == 200
     assert threads == ["AnyIO worker thread"], threads
+
+
+def test_a_whole_file_is_sent_and_its_turn_given_back_when_the_reads_rollback_fails(
+    app, client, project, monkeypatch
+):
+    """FastAPI ends the read session after the route has returned and before the answer is
+    sent: a rollback that failed there (the connection lost since the read) lost the answer,
+    and the export's turn, given back only when its response ends, was held until restart."""
+    url = _url(project, "memory/raw-traces")
+    assert client.post(url, json=[raw_trace("t", 1)]).status_code == 201
+    assert client.get(url, headers={"Accept": NDJSON}).status_code == 200  # the key cached
+
+    def lost(_session: Session) -> None:
+        raise OperationalError("ROLLBACK", {}, Exception("server closed the connection"))
+
+    monkeypatch.setattr(Session, "rollback", lost)
+    sent = client.get(url, headers={"Accept": NDJSON})
+    assert sent.status_code == 200 and sent.content.count(b"\n") == 1
+    assert app.state.archive_exports.total == 0
