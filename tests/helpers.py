@@ -184,10 +184,10 @@ def http_scope(method: str, path: str, headers: list[tuple[bytes, bytes]]) -> di
     }
 
 
-def one_bulk_turn_without_wait(app: Any, monkeypatch: Any) -> None:
-    """The app's turns for imports under the bulk limit: one a tenant, and no wait (set on
-    the app's own turns: starlette's State loses an attribute monkeypatch sets on it)."""
-    turns = app.state.bulk_imports
+def one_turn_without_wait(turns: Any, monkeypatch: Any) -> None:
+    """One of the app's ``Turns`` (``app.state.bulk_imports``, ``.archive_exports``) made one
+    a tenant, and no wait (set on the turns themselves: starlette's State loses an attribute
+    monkeypatch sets on it)."""
     monkeypatch.setattr(turns, "per_tenant", 1)
     monkeypatch.setattr(turns, "wait_seconds", 0)
 

@@ -14,7 +14,14 @@ from app.agents import router as agents_router
 from app.agents import service as agents_service
 from app.storage import route
 from tests.conftest import client_for, create_key
-from tests.helpers import GOLDEN, assert_problem, golden_bytes, raw_trace, recent_turns
+from tests.helpers import (
+    GOLDEN,
+    assert_problem,
+    golden_bytes,
+    one_turn_without_wait,
+    raw_trace,
+    recent_turns,
+)
 
 AGENT = "agent_123"
 NDJSON = "application/x-ndjson"
@@ -604,8 +611,7 @@ def test_a_memory_file_sent_whole_takes_an_export_turn_until_it_is_sent(
     tenant's export turns, as an archive does, held until the file is sent (or a 304 is);
     beyond them a 429 with Retry-After. A page of the JSON form takes none."""
     turns = app.state.archive_exports
-    monkeypatch.setattr(turns, "per_tenant", 1)
-    monkeypatch.setattr(turns, "wait_seconds", 0)
+    one_turn_without_wait(turns, monkeypatch)
     url = _url(project, "memory/raw-traces")
     assert client.post(url, json=[raw_trace("t", 1), raw_trace("t", 2)]).status_code == 201
     whole = {"Accept": NDJSON}

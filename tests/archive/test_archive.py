@@ -21,7 +21,7 @@ from tests.helpers import (
     golden_bytes,
     hold_first_call,
     import_save,
-    one_bulk_turn_without_wait,
+    one_turn_without_wait,
     python_indent2,
     seed_save,
     tar_gz,
@@ -638,7 +638,7 @@ def test_a_tenants_imports_beyond_its_turns_wait_then_get_a_429(
 ):
     """Imports take turns as exports do: one tenant's 18 large imports at once took every
     worker thread (a helper's live run, 2026-11-27), and every other request waited."""
-    one_bulk_turn_without_wait(app, monkeypatch)
+    one_turn_without_wait(app.state.bulk_imports, monkeypatch)
     entered, release = hold_first_call(monkeypatch, archive_service, "prepare_import")
     archive = tar_gz({"notes/readme.txt": b"x"})
     with ThreadPoolExecutor(1) as pool:
@@ -673,7 +673,7 @@ def test_a_member_name_that_is_not_utf8_is_reported_as_text(client, project):
 def test_a_retry_of_a_finished_archive_import_is_answered_while_the_turns_are_taken(
     app, client, project, monkeypatch
 ):
-    one_bulk_turn_without_wait(app, monkeypatch)
+    one_turn_without_wait(app.state.bulk_imports, monkeypatch)
     archive = tar_gz({"notes/readme.txt": b"x"})
     first = _post(client, project, archive, **{"Idempotency-Key": "finished-1"})
     assert first.status_code == 200

@@ -20,7 +20,7 @@ from app.cli import print_report, pull_directory, push_directory
 from app.client import ContextStoreClient, ContextStoreError
 from app.client.workspace import OutsideDirectory, pack, target_path, unpack
 from app.formats.errors import MAX_LISTED
-from tests.helpers import workspace_files
+from tests.helpers import one_turn_without_wait, workspace_files
 
 CLI = [sys.executable, "-m", "app"]
 OUTSIDE = "not a file of the archive layout"
@@ -280,8 +280,7 @@ def test_push_and_pull_ask_a_busy_server_again_after_its_retry_after(
     store = ContextStoreClient(http=client)
     imports, exports = app.state.bulk_imports, app.state.archive_exports
     for turns in (imports, exports):
-        monkeypatch.setattr(turns, "per_tenant", 1)
-        monkeypatch.setattr(turns, "wait_seconds", 0)
+        one_turn_without_wait(turns, monkeypatch)
     # The tenant's one turn, held as another import or export would hold it.
     holding = [anyio.run(imports.take, tenant)]
     waits: list[float] = []

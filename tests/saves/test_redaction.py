@@ -357,6 +357,13 @@ def test_a_password_in_any_style_is_redacted_and_counted_once(text, redacted):
     assert redactions.by_kind() == {kind: 1}
 
 
+def _kept_and_unreported(text: str) -> None:
+    """``text`` redacted is itself, and no redaction is reported."""
+    redactions = redaction.Redactions()
+    assert redaction.redact_document(text, redactions) == text
+    assert not redactions
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -376,9 +383,7 @@ def test_a_password_in_any_style_is_redacted_and_counted_once(text, redacted):
     ],
 )
 def test_what_holds_no_password_is_kept_and_nothing_is_reported(text):
-    redactions = redaction.Redactions()
-    assert redaction.redact_document(text, redactions) == text
-    assert not redactions
+    _kept_and_unreported(text)
 
 
 SECRET_KEYS = [
@@ -498,9 +503,7 @@ def test_an_i18n_file_of_password_screens_keeps_every_value():
     ],
 )
 def test_a_verb_glued_to_a_password_word_an_arrow_or_a_port_is_kept(text):
-    redactions = redaction.Redactions()
-    assert redaction.redact_document(text, redactions) == text
-    assert not redactions
+    _kept_and_unreported(text)
 
 
 @pytest.mark.parametrize(
@@ -509,9 +512,7 @@ def test_a_verb_glued_to_a_password_word_an_arrow_or_a_port_is_kept(text):
 def test_a_bare_value_that_opens_a_list_or_an_object_is_not_reported_as_redacted(text):
     """Only the "[" or "{" was replaced, and reported, the secret beside it kept: nothing is
     replaced now, and nothing reported (a known miss, not a fake redaction)."""
-    redactions = redaction.Redactions()
-    assert redaction.redact_document(text, redactions) == text
-    assert not redactions
+    _kept_and_unreported(text)
 
 
 # Names whose password word comes first, then what it is (a confirmation, a second one).

@@ -16,7 +16,7 @@ from tests.helpers import (
     golden_bytes,
     hold_first_call,
     import_save,
-    one_bulk_turn_without_wait,
+    one_turn_without_wait,
     python_indent2,
     seed_save,
 )
@@ -400,7 +400,7 @@ def test_a_tenants_save_imports_beyond_its_turns_wait_then_get_a_429(
     """A save's import runs in a worker thread for as long as its parse, redaction and
     compression take: a tenant's imports take turns, as its archive imports do, so that its
     64 MiB saves sent at once cannot take every thread from the others."""
-    one_bulk_turn_without_wait(app, monkeypatch)
+    one_turn_without_wait(app.state.bulk_imports, monkeypatch)
     entered, release = hold_first_call(monkeypatch, saves_service, "prepare_save")
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(import_save, client, project, seed_save())
@@ -418,7 +418,7 @@ def test_a_retry_of_a_finished_import_is_answered_while_the_turns_are_taken(
 ):
     """Its Idempotency-Key's answer is read before the turn is waited for: a retry was told
     to wait, then to come back (a review's finding)."""
-    one_bulk_turn_without_wait(app, monkeypatch)
+    one_turn_without_wait(app.state.bulk_imports, monkeypatch)
     headers = {"Idempotency-Key": "finished-1"}
     first = import_save(client, project, seed_save(), headers=headers)
     assert first.status_code == 201
