@@ -45,6 +45,13 @@ class ItemFilter:
     active_at: int | None = None
 
 
+class StoredId(NamedTuple):
+    """A stored item's row id, and whether it is archived."""
+
+    id: int
+    archived: bool
+
+
 @dataclass(frozen=True)
 class AppendedItem:
     """What the INSERT of a new item read as it wrote, for its response: the file's style
@@ -181,14 +188,18 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
     def _dialect(self) -> str:
         return self.session.get_bind().dialect.name
 
-    def all_of(self, project_id: int, kind: str) -> list[MemoryItem]:
-        """Every item of ``kind``, archived ones included, in file order."""
-        statement = (
-            select(MemoryItem)
-            .where(MemoryItem.project_id == project_id, MemoryItem.kind == kind)
-            .order_by(col(MemoryItem.position), col(MemoryItem.id))
-        )
-        return list(self.session.exec(statement))
+    def stored_ids(self, project_id: int, kind: str) -> dict[str, "StoredId"]:
+        """Every item of ``kind``, archived ones included, by its ``item_id``: its row's id and
+        whether it is archived (the columns alone: a row's search text is up to 100,000
+        characters)."""
+        column = table_of(MemoryItem).c
+        statement = sqlalchemy.select(
+            column.item_id, column.id, column.archived_at.is_not(None)
+        ).where(column.project_id == project_id, column.kind == kind)
+        return {
+            item_id: StoredId(row_id, archived)
+            for item_id, row_id, archived in self.connection().execute(statement)
+        }
 
     def live_contents(self, project_id: int, kind: str) -> list[bytes]:
         """The documents of the items of ``kind`` not archived, in file order: the file's

@@ -176,6 +176,11 @@ def _document(item: MemoryItem) -> dict[str, Any]:
 def _stored_values(kind: ItemKind, document: dict[str, Any]) -> dict[str, Any]:
     """The item's stored document (redacted in place) and every column read from it."""
     redaction.for_storage(document)
+    return _columns_of(kind, document)
+
+
+def _columns_of(kind: ItemKind, document: dict[str, Any]) -> dict[str, Any]:
+    """The stored document of an item redacted already, and every column read from it."""
     columns = codec.item_columns(document, kind)
     content = json.dumps(document).encode("ascii")
     return {
@@ -381,54 +386,66 @@ def items_file(
 
 @dataclass(frozen=True)
 class PreparedItems:
-    """A list file parsed and redacted: everything that needs no database."""
+    """A list file parsed and redacted, each item's columns read and its file rendered in the
+    style it shows: everything that needs no database."""
 
     documents: list[dict[str, Any]]
+    columns: list[dict[str, Any]]
     detected: Style | None
+    rendered: bytes | None
 
 
 def prepare_items_file(raw: bytes, kind: ItemKind) -> PreparedItems:
-    # Each item is a row written in the write's turn (on SQLite every tenant's one writer):
-    # 110,000 constraints in a PUT held it for 48 s, and 10,000 still for about 5 s.
+    """Before the write's turn (on SQLite every tenant's one writer): what the replace stores,
+    worked out item by item, so that the turn runs a few statements over all the rows."""
     documents, detected = codec.parse_items(raw, kind, MAX_LIST_ITEMS)
-    return PreparedItems(redaction.for_storage(documents), detected)
+    # Redacted as one document: the sites reported are the file's (``/3/rationale``).
+    redaction.for_storage(documents)
+    columns = [_columns_of(kind, document) for document in documents]
+    rendered = None if detected is None else codec.render(documents, detected)
+    return PreparedItems(documents, columns, detected, rendered)
 
 
 def store_items_file(
     write: Write, kind: ItemKind, prepared: PreparedItems, precondition: Precondition
 ) -> tuple[str, Style, int]:
     """Replace the file's set. Items kept by id keep their history (when they arrived);
-    items no longer in the file are deleted, archived ones stay archived and untouched."""
-    documents, detected = prepared.documents, prepared.detected
+    items no longer in the file are deleted, archived ones stay archived and untouched.
+
+    Three statements, each run once over its rows (the driver's ``executemany``), not a
+    statement and an ORM object per item: 10,000 items held SQLite's writer (every tenant's
+    writes) 3.9-5.7 s through the ORM's unit of work (2026-11-27)."""
     pid = write.project_id
     repository = ItemRepository(write.sessions)
     styles = FileStyleRepository(write.sessions)
     style_row = styles.get(pid, kind.value)
-    existing = {item.item_id: item for item in repository.all_of(pid, kind.value)}
-    live = [item for item in existing.values() if item.archived_at is None]
     old_style = _file_style(style_row.style if style_row is not None else None)
-    precondition(
-        etag_of(_render_items([item.content for item in live], old_style)) if live else None
-    )
-    style = detected or old_style
+    live = repository.live_contents(pid, kind.value)
+    precondition(etag_of(_render_items(live, old_style)) if live else None)
+    style = prepared.detected or old_style
+    stored = repository.stored_ids(pid, kind.value)
     mark = _features_completed(write.session, pid)
-    for position, document in enumerate(documents):
-        item = existing.pop(document["id"], None)
-        if item is None:
-            # A new item's other columns: below, and _set_document.
-            item = MemoryItem(project_id=pid, features_mark=mark)  # type: ignore[call-arg]
-        item.position = position
-        item.archived_at = None
-        _set_document(item, kind, document)
-        repository.add(item)
-    for item in existing.values():
-        if item.archived_at is None:
-            repository.delete(item)
+    changed = {"archived_at": None, "updated_at": utcnow()}
+    kept, added = [], []
+    for position, columns in enumerate(prepared.columns):
+        row = columns | changed | {"position": position}
+        found = stored.pop(columns["item_id"], None)
+        if found is None:
+            added.append(row | {"project_id": pid, "features_mark": mark})
+        else:
+            kept.append(row | {"row_id": found.id})
+    repository.store_many(kept)
+    repository.create_many(added)
+    repository.delete_many([row.id for row in stored.values() if not row.archived])
     if style_row is None:
         style_row = MemoryFileStyle(project_id=pid, kind=kind.value, style=style.value)
     style_row.style = style.value
     styles.add(style_row)
-    return etag_of(codec.render(documents, style)), style, len(documents)
+    # Rendered before the turn in the style the file shows; in the file's old one here.
+    rendered = prepared.rendered
+    if rendered is None:
+        rendered = codec.render(prepared.documents, style)
+    return etag_of(rendered), style, len(prepared.documents)
 
 
 # Maintenance.

@@ -1,10 +1,10 @@
 """The repository every project-scoped table shares: one row by the project and its key,
 added, deleted. Each statement is built once per table, its values bound at each call."""
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Generic
 
-from sqlalchemy import Connection, Executable, ScalarSelect, bindparam, inspect, update
+from sqlalchemy import Connection, Executable, ScalarSelect, bindparam, delete, inspect, update
 from sqlalchemy.orm import configure_mappers, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
@@ -45,6 +45,7 @@ class ProjectScopedRepository(Generic[RowT]):
     # The INSERTs ``create`` and the UPDATEs ``store`` have run, by the columns they set.
     _inserts: ClassVar[dict[frozenset[str], DriverStatement]]
     _updates: ClassVar[dict[frozenset[str], DriverStatement]]
+    _delete_by_id: ClassVar[DriverStatement]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -71,6 +72,7 @@ class ProjectScopedRepository(Generic[RowT]):
         cls._attributes = tuple(mapper.get_property_by_column(c).key for c in table.columns)
         cls._inserts = {}
         cls._updates = {}
+        cls._delete_by_id = DriverStatement(delete(table).where(table.c.id == bindparam("row_id")))
 
     def __init__(self, session: Session | WriteSession) -> None:
         self._source = session
@@ -170,6 +172,27 @@ class ProjectScopedRepository(Generic[RowT]):
             raise StaleDataError(f"{self.model.__name__} {row_id} was not there to update")
         for name, value in columns.items():
             set_committed_value(row, name, value)
+
+    def create_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """New rows, each of the same columns (as ``create``'s), in one prebuilt INSERT run
+        over them all (the driver's ``executemany``)."""
+        if rows:
+            statement = prebuilt(self._inserts, self._insert_of, rows[0])
+            statement.run_many(self.connection(), rows)
+
+    def store_many(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """``store`` for rows of the same columns, each by its ``row_id``, in one prebuilt
+        UPDATE run over them all. For rows the write has read under its lock, and not loaded
+        into its ORM session (whose copies would not see the change)."""
+        if rows:
+            columns = {name: value for name, value in rows[0].items() if name != "row_id"}
+            statement = prebuilt(self._updates, self._update_of, columns)
+            statement.run_many(self.connection(), rows)
+
+    def delete_many(self, row_ids: Sequence[int]) -> None:
+        """The rows of these ids, in one prebuilt DELETE run over them all; as ``store_many``,
+        for rows not in the ORM session."""
+        self._delete_by_id.run_many(self.connection(), [{"row_id": row_id} for row_id in row_ids])
 
     @classmethod
     def _insert_of(cls, names: frozenset[str]) -> DriverStatement:
