@@ -1,13 +1,15 @@
 """The context pack: what to inject before a feature, within a token budget (seed 004,
 "Context Injection" and "Token Budget"). Pure: items in, sections and markdown out.
 
-The budget is checked on the final markdown by the real tokenizer, never on a sum of
-estimates. Over budget, the least relevant item goes first: decisions of other features
-(oldest first), then failures of other features (least relevant first), then this feature's
-decisions, then this feature's failures; the summary is truncated last. Active constraints are
-never dropped: when they alone exceed the budget there is no valid pack.
+The budget is checked by the real tokenizer on the markdown, counted in pieces whose counts
+add up to the whole's exactly (see ``_LINE_START``), never on a sum of estimates. Over budget,
+the least relevant item goes first: decisions of other features (oldest first), then failures
+of other features (least relevant first), then this feature's decisions, then this feature's
+failures; the summary is truncated last. Active constraints are never dropped: when they alone
+exceed the budget there is no valid pack.
 """
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -177,26 +179,115 @@ def _constraint(c: dict[str, Any]) -> str:
     )
 
 
-def render_markdown(
+# Why counting the markdown in pieces gives its count exactly. cl100k_base (tiktoken's pattern,
+# which toktok follows) first splits a text by a regular expression, then BPE merges within
+# each split only: a text's count is the sum of its splits' counts. No split holds a line break
+# followed by a character that is not white space (the alternatives that match a line break
+# match white space alone, or punctuation then line breaks), so such a pair always separates
+# two splits, and those on each side are the side's own: the expression never looks back, and
+# the split that ends at the line break ends there whether the text goes on or not (white space
+# ending in a line break is taken by "\s*[\r\n]+", tried before "\s+(?!\S)", which looks ahead).
+# So count(a + b) == count(a) + count(b) when ``a`` ends with "\n" and ``b`` begins with a
+# character that is not white space. The markdown is cut only there: before each section (at
+# "#"), before each item but a section's first (at "-"), and in the summary where one of its
+# lines begins so (Python's \S is narrower than the tokenizer's: \x1c-\x1f are white space to
+# it). test_pack checks the sum against a count of the whole on texts made to break it.
+_LINE_START = re.compile(r"\n(?=\S)")
+_LAST_LINE_START = re.compile(r".*\n(?=\S)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and its lines, joined by line breaks: each line after the first begins with
+    a character that is not white space, where the markdown may be cut for counting."""
+
+    heading: str
+    lines: Sequence[str] = ()
+
+
+def _summary_lines(summary: str) -> list[str]:
+    """The summary as its first line, its middle and its last line, joined by line breaks
+    where a line begins with a character that is not white space (at most three: counting a
+    summary of megabytes one line at a time would cost more)."""
+    first = _LINE_START.search(summary)
+    if first is None:
+        return [summary]
+    last = _LAST_LINE_START.match(summary, first.end())
+    if last is None:
+        return [summary[: first.start()], summary[first.end() :]]
+    return [
+        summary[: first.start()],
+        summary[first.end() : last.end() - 1],
+        summary[last.end() :],
+    ]
+
+
+def _sections(
     feature: str | None,
-    summary: str | None,
-    decisions: list[Entry],
-    failures: list[Entry],
-    constraints: list[Entry],
-) -> str:
-    """``feature``: as the pack quotes it (``Pack.feature``)."""
-    title = "# Project context" + (f" for {feature}" if feature else "")
-    sections = [title]
-    if summary:
-        sections.append("## Summary\n\n" + summary)
-    for heading, entries, line in (
-        ("Key decisions", decisions, _decision),
-        ("Failures to learn from", failures, _failure),
-        ("Active constraints", constraints, _constraint),
-    ):
-        if entries:
-            sections.append(f"## {heading}\n\n" + "\n".join(line(e.document) for e in entries))
-    return "\n\n".join(sections) + "\n"
+    summary: list[str],
+    decisions: list[str],
+    failures: list[str],
+    constraints: list[str],
+) -> list[Section]:
+    """``feature``: as the pack quotes it (``Pack.feature``); the summary as its
+    ``_summary_lines``, items as their rendered lines."""
+    title = Section("# Project context" + (f" for {feature}" if feature else ""))
+    candidates = [
+        Section("## Summary", summary),
+        Section("## Key decisions", decisions),
+        Section("## Failures to learn from", failures),
+        Section("## Active constraints", constraints),
+    ]
+    return [title, *(section for section in candidates if section.lines)]
+
+
+def render_markdown(sections: list[Section]) -> str:
+    return (
+        "\n\n".join(
+            f"{section.heading}\n\n" + "\n".join(section.lines)
+            if section.lines
+            else section.heading
+            for section in sections
+        )
+        + "\n"
+    )
+
+
+class _PieceCounts:
+    """Token counts of the markdown's pieces, each counted once however many of the cut's steps
+    hold it. A piece is known by the texts it is made of, whose hashes Python keeps: a
+    summary of megabytes is neither joined nor hashed again at each step."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, ...], int] = {}
+
+    def __call__(self, *parts: str) -> int:
+        known = self._known.get(parts)
+        if known is None:
+            known = self._known[parts] = tokens.count("".join(parts))
+        return known
+
+
+def _lines_tokens(pieces: list[tuple[str, ...]], end: str, counts: _PieceCounts) -> int:
+    """The tokens of ``pieces`` joined by line breaks, then ``end``: cut where each piece after
+    the first begins (see ``_LINE_START``)."""
+    *before, last = pieces
+    return sum(counts(*piece, "\n") for piece in before) + counts(*last, end)
+
+
+def _markdown_tokens(sections: list[Section], counts: _PieceCounts) -> int:
+    """``tokens.count(render_markdown(sections))``, cut before each section and each line but
+    the first of a section."""
+    total = 0
+    for n, section in enumerate(sections):
+        end = "\n" if n == len(sections) - 1 else "\n\n"
+        if not section.lines:
+            total += counts(section.heading, end)
+            continue
+        first, *rest = section.lines
+        pieces = [(section.heading, "\n\n", first), *((line,) for line in rest)]
+        total += _lines_tokens(pieces, end, counts)
+    return total
 
 
 def _drop_order(
@@ -223,10 +314,24 @@ def build(
     constraints: list[Entry],
     max_tokens: int,
 ) -> Pack:
-    """``decisions`` newest first, ``ranked_failures`` most relevant first (already capped)."""
+    """``decisions`` newest first, ``ranked_failures`` most relevant first (already capped).
+
+    Each step of the cut counts the markdown it would give from its pieces' counts, each
+    counted once (``_markdown_tokens``), and the markdown is rendered once, at the end: the
+    same pack, and the same count, as rendering and counting the whole markdown at each step,
+    which cost a count of a summary of megabytes at each item dropped."""
     # The caller's query, quoted: never a secret pasted into it (it came back as it was sent).
     feature = None if feature_id is None else redact_value(feature_id)
-    floor = tokens.count(render_markdown(feature, None, [], [], constraints))
+    counts = _PieceCounts()
+    # Rendered once each; the steps keep the pack's lists, which hold these same entries.
+    lines = {
+        "decisions": {id(e): _decision(e.document) for e in decisions},
+        "failures": {id(e): _failure(e.document) for e in ranked_failures},
+    }
+    constraint_lines = [_constraint(c.document) for c in constraints]
+    # Split once for each summary tried: a slice of megabytes is copied, and hashed when counted.
+    summary_lines = functools.cache(_summary_lines)
+    floor = _markdown_tokens(_sections(feature, [], [], [], constraint_lines), counts)
     if floor > max_tokens:
         raise ConstraintsOverBudget(len(constraints), floor, max_tokens)
     pack = Pack(
@@ -239,32 +344,55 @@ def build(
         feature=feature,
     )
 
-    def size() -> int:
-        pack.markdown = render_markdown(
-            feature, pack.summary, pack.decisions, pack.failures, pack.constraints
+    def sections() -> list[Section]:
+        return _sections(
+            feature,
+            summary_lines(pack.summary) if pack.summary else [],
+            [lines["decisions"][id(e)] for e in pack.decisions],
+            [lines["failures"][id(e)] for e in pack.failures],
+            constraint_lines,
         )
-        pack.token_count = tokens.count(pack.markdown)
-        return pack.token_count
+
+    def size() -> int:
+        return _markdown_tokens(sections(), counts)
 
     for section, entry in _drop_order(feature_id, decisions, ranked_failures):
         if size() <= max_tokens:
-            return pack
+            break
         getattr(pack, section).remove(entry)
         pack.dropped[section] += 1
-    if summary and size() > max_tokens:
-        _truncate_summary(pack, summary, max_tokens, size)
-    size()
+    else:  # every item dropped, and still over
+        if summary and size() > max_tokens:
+            _truncate_summary(pack, summary, summary_lines(summary), max_tokens, size, counts)
+    pack.markdown = render_markdown(sections())
+    pack.token_count = size()
     return pack
 
 
-def _truncate_summary(pack: Pack, summary: str, max_tokens: int, size: Callable[[], int]) -> None:
-    """The longest prefix of the summary that fits; none at all if nothing fits."""
+def _truncate_summary(
+    pack: Pack,
+    summary: str,
+    lines: list[str],
+    max_tokens: int,
+    size: Callable[[], int],
+    counts: _PieceCounts,
+) -> None:
+    """The longest prefix of the summary that fits; none at all if nothing fits. ``lines``:
+    the summary's ``_summary_lines``."""
     pack.summary_truncated = True
-    allowance = tokens.count(summary) - (size() - max_tokens)
+    # The summary's own count, from its lines: the middle's is the one the markdown's holds.
+    alone = _lines_tokens([(line,) for line in lines], "", counts)
+    allowance = alone - (size() - max_tokens)
+    cut_from = summary
     while allowance > 0:
-        pack.summary = tokens.truncate(summary, allowance) or None
+        pack.summary = tokens.truncate(cut_from, allowance) or None
         over = size() - max_tokens
         if over <= 0:
             return
         allowance -= over
+        # Each later try keeps fewer tokens, all within this prefix: the text up to the first
+        # line that begins after it is cut as the whole summary is (its tokens are the
+        # summary's, as above), and is all the tokenizer need read.
+        after = _LINE_START.search(summary, max(len(pack.summary or "") - 1, 0))
+        cut_from = summary if after is None else summary[: after.start() + 1]
     pack.summary = None

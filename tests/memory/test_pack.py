@@ -101,6 +101,31 @@ def test_constraints_over_the_budget_are_refused():
     assert raised.value.needed > 20
 
 
+# What makes tokens merge across a cut, if anything could: line breaks, white space of every
+# kind, punctuation that takes the line breaks after it, contractions, long runs of one kind.
+_JOINING = st.lists(
+    st.sampled_from(["\n", "\n\n", "\r\n", " ", "\t", "\xa0", "\x1c", "\u2028", "\x85", ".", "-"])
+    | st.sampled_from(["#", "'s", "a", "Zz", "123456", "密钥", "🧠", "\u0301", "\ud800", "- x"]),
+    max_size=30,
+).map("".join)
+
+
+@given(
+    _JOINING, st.lists(_JOINING, max_size=4), st.lists(_JOINING, max_size=2), st.integers(1, 300)
+)
+def test_the_pack_counted_in_pieces_is_counted_as_a_whole(summary, decisions, failures, budget):
+    """The cut counts the markdown as the sum of its pieces' counts; tokens never merge
+    across the places it cuts, whatever the texts around them."""
+    entries = [Entry({"id": "d", "decision": text}, None, 1, "") for text in decisions]
+    ranked = [Entry({"id": "f", "description": text}, "f1", 1, "") for text in failures]
+    constraint = [Entry({"id": "c", "description": "x"}, None, 1, "")]
+    try:
+        built = pack.build("f1", summary, entries, ranked, constraint, budget)
+    except pack.ConstraintsOverBudget:
+        return
+    assert built.token_count == tokens.count(built.markdown) <= budget
+
+
 def test_failures_rank_by_feature_then_similarity_then_recency():
     own = _failure(1, "feat-1", "unrelated words")
     similar = _failure(2, "feat-2", "database migration failed in production")
@@ -180,3 +205,60 @@ def test_a_pack_ranks_failures_by_the_first_characters_of_their_text(client, pro
     answer = client.get(f"/v1/projects/{project}/memory/context", params={"max_tokens": 2000})
     assert answer.status_code == 200, answer.text
     assert ranked and max(ranked) <= RANKED_CHARACTERS, ranked
+
+
+def test_a_pack_cut_from_a_summary_of_megabytes_tokenizes_it_a_bounded_number_of_times(
+    client, project, monkeypatch
+):
+    """An import may hold a running summary of megabytes. The pack rendered and counted the
+    whole markdown again at each step of its cut (each item dropped, each try of the summary's
+    length): 3.3 s of CPU a pack for 3.9 MB. Counted here, not timed: the characters handed to
+    the tokenizer, whatever the number of steps."""
+    lines = (
+        f"Feature {n} shipped: the storage layer and its callers changed." for n in range(45_000)
+    )
+    content = "# Project Summary\n\n" + "\n".join(lines)
+    assert 2_500_000 < len(content) < 3_500_000
+    stored = client.put(
+        f"/v1/projects/{project}/memory/files/running-summary.json", json={"content": content}
+    )
+    assert stored.status_code == 201, stored.text
+    items = (
+        [("decisions", {"featureId": f"f{n % 2}", "decision": f"D{n} " * 40}) for n in range(10)]
+        + [("failures", {"featureId": f"f{n % 2}", "description": f"F{n} " * 40}) for n in range(5)]
+        + [
+            ("constraints", {"description": f"Constraint {n}", "type": "technical"})
+            for n in range(2)
+        ]
+    )
+    for kind, item in items:
+        response = client.post(f"/v1/projects/{project}/memory/{kind}", json=item)
+        assert response.status_code == 201, response.text
+    tokenized: list[int] = []
+    count, truncate = tokens.count, tokens.truncate
+
+    def counted(text):
+        tokenized.append(len(text))
+        return count(text)
+
+    def truncated(text, max_tokens):
+        tokenized.append(len(text))
+        return truncate(text, max_tokens)
+
+    monkeypatch.setattr(tokens, "count", counted)
+    monkeypatch.setattr(tokens, "truncate", truncated)
+    answer = client.get(
+        f"/v1/projects/{project}/memory/context", params={"feature_id": "f1", "max_tokens": 500}
+    )
+    monkeypatch.undo()
+    assert answer.status_code == 200, answer.text
+    built = answer.json()
+    assert built["token_count"] == tokens.count(built["markdown"]) <= 500
+    assert built["dropped"] == {"decisions": 10, "failures": 5}
+    assert built["decisions"] == built["failures"] == []
+    assert [c["description"] for c in built["constraints"]] == ["Constraint 0", "Constraint 1"]
+    assert built["summary_truncated"] and content.startswith(built["summary"])
+    # The longest prefix that fits: one token more does not.
+    assert built["summary"] == tokens.truncate(content, tokens.count(built["summary"]))
+    # Once to find that it does not fit, once to cut it (the old cut: 19 times).
+    assert sum(tokenized) < 3 * len(content), sum(tokenized) / len(content)
