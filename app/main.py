@@ -21,7 +21,7 @@ from app.core.deps import KeyLookup, PrincipalCache
 from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
 from app.core.json import FastJSONResponse
-from app.core.limits import Turns
+from app.core.limits import BodyBytes, Turns
 from app.core.logs import RequestRecordMiddleware
 from app.core.metrics import Metrics
 from app.core.migrations import head_revision
@@ -107,6 +107,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         per_tenant=settings.archive_exports_per_tenant,
         per_server=settings.archive_exports_per_server,
         wait_seconds=settings.archive_export_wait_seconds,
+    )
+    app.state.body_bytes = BodyBytes(
+        per_tenant=settings.body_bytes_per_tenant, per_server=settings.body_bytes_per_server
     )
     app.state.bulk_imports = Turns(
         "imports under the bulk limit",

@@ -20,6 +20,7 @@ from starlette.types import Scope as AsgiScope
 
 from app.core.deps import authenticated, authorize, required_scope
 from app.core.errors import ContentTooLarge, MalformedBody, UnsupportedMediaType
+from app.core.limits import HeldBody
 from app.core.security import Scope
 from app.formats import gzip as gzip_format
 
@@ -41,11 +42,20 @@ def has_body(request: Request) -> bool:
 
 
 class DecodedRequest(Request):
-    """A request whose ``body()`` enforces the route's limit and undoes gzip."""
+    """A request whose ``body()`` enforces the route's limit, holds its bytes in the tenant's
+    ``BodyBytes`` as they arrive (``held``; None for a request that needs no key) and undoes
+    gzip."""
 
-    def __init__(self, scope: AsgiScope, receive: Receive, limit: int) -> None:
+    def __init__(
+        self, scope: AsgiScope, receive: Receive, limit: int, held: HeldBody | None
+    ) -> None:
         super().__init__(scope, receive)
         self.limit = limit
+        self.held = held
+
+    def _hold(self, size: int) -> None:
+        if self.held is not None:
+            self.held.up_to(size)
 
     def _too_large(self) -> ContentTooLarge:
         return ContentTooLarge(
@@ -60,20 +70,27 @@ class DecodedRequest(Request):
                     f"Content-Encoding {encoding!r} is not supported; use gzip or none."
                 )
             declared = self.headers.get("content-length", "")
-            if declared.isdigit() and int(declared) > self.limit:
-                raise self._too_large()
+            if declared.isdigit():
+                if int(declared) > self.limit:
+                    raise self._too_large()
+                # Held before the first byte is read: a body sent slowly holds what it
+                # will hold from the start, and one the budget has no room for is refused
+                # before it is received.
+                self._hold(int(declared))
             chunks: list[bytes] = []
             received = 0
             async for chunk in self.stream():
                 received += len(chunk)
                 if received > self.limit:
                     raise self._too_large()
+                self._hold(received)
                 chunks.append(chunk)
             raw = b"".join(chunks)
             if encoding == "gzip":
                 # Off the event loop: a body of many members, or one near the limit, takes
                 # milliseconds to inflate, which every other request would wait out.
                 raw = await run_in_threadpool(decompress_body, raw, self.limit)
+                self._hold(len(raw))
             self._body = raw
         return self._body
 
@@ -188,7 +205,7 @@ class ContextStoreRoute(APIRoute):
 
         async def decoded_body_handler(request: Request) -> Response:
             limit: int = getattr(request.app.state.settings, setting)
-            decoded = DecodedRequest(request.scope, request.receive, limit)
+            held: HeldBody | None = None
             if self.scopes:
                 # Who is asking, and whether they may, come first: an anonymous client or a
                 # key without the scope gets its 401 or 403 before the server buffers or
@@ -197,26 +214,42 @@ class ContextStoreRoute(APIRoute):
                 # resolves each level of them on every request): a write route has none
                 # (app/storage/route.py). The scope dependencies check again, at the cost of
                 # a look at ``request.state``.
-                principal = await authenticated(decoded)
+                principal = await authenticated(request)
                 for scope in self.scopes:
                     authorize(principal, scope)
-            if self.accepted_media_types:
-                if has_body(request):
-                    media_type = media_type_of(request)
-                    if not self.accepts(media_type):
-                        raise UnsupportedMediaType(
-                            f"Content-Type {media_type or '(none)'!r} is not accepted here; "
-                            + "send "
-                            + " or ".join(sorted(self.accepted_media_types))
-                            + "."
-                        )
-                # Read it here, where a 413 or a bad gzip stream is reported as such (FastAPI
-                # turns any error raised while it reads the body into a generic 400), and for
-                # ``DecodedRequest.received``: an absent body reads as empty.
-                await decoded.body()
-            return await handler(decoded)
+                if self.accepted_media_types:
+                    held = HeldBody(request.app.state.body_bytes, principal.tenant)
+            decoded = DecodedRequest(request.scope, request.receive, limit, held)
+            try:
+                return await self._handle(handler, request, decoded)
+            finally:
+                if held is not None:
+                    held.release()
 
         return decoded_body_handler
+
+    async def _handle(
+        self,
+        handler: Callable[[Request], Coroutine[Any, Any, Response]],
+        request: Request,
+        decoded: DecodedRequest,
+    ) -> Response:
+        """The request's media type checked and its body read, then the route's handler."""
+        if self.accepted_media_types:
+            if has_body(request):
+                media_type = media_type_of(request)
+                if not self.accepts(media_type):
+                    raise UnsupportedMediaType(
+                        f"Content-Type {media_type or '(none)'!r} is not accepted here; "
+                        + "send "
+                        + " or ".join(sorted(self.accepted_media_types))
+                        + "."
+                    )
+            # Read it here, where a 413 or a bad gzip stream is reported as such (FastAPI
+            # turns any error raised while it reads the body into a generic 400), and for
+            # ``DecodedRequest.received``: an absent body reads as empty.
+            await decoded.body()
+        return await handler(decoded)
 
 
 class BulkBodyRoute(ContextStoreRoute):

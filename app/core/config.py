@@ -143,6 +143,11 @@ class Settings(BaseSettings):
     bulk_imports_per_tenant: int = Field(default=2, ge=1)
     bulk_imports_per_server: int = Field(default=4, ge=1)
     bulk_import_wait_seconds: float = Field(default=45.0, ge=0)
+    # Request bodies held at once (app/core/limits.py ``BodyBytes``), from their first byte (or
+    # their Content-Length, when they declare one) to the end of their request: for one tenant
+    # four bodies at the bulk limit, for the server sixteen. Beyond them, a 429.
+    body_bytes_per_tenant: int = Field(default=4 * 64 * MIB, ge=1)
+    body_bytes_per_server: int = Field(default=16 * 64 * MIB, ge=1)
     # How much of an export's spool stays in memory before it moves to a temporary file.
     archive_spool_memory_bytes: int = Field(default=1 * MIB, ge=0)
     # A response is sent in slices of 256 KiB (app/core/sending.py): a client that has not
@@ -194,6 +199,17 @@ class Settings(BaseSettings):
         if self.fingerprint_key_file is None:
             return secrets.token_bytes(32)
         return _key_in_file(self.fingerprint_key_file)
+
+    @model_validator(mode="after")
+    def hold_a_whole_body(self) -> "Settings":
+        # Below the bulk limit, a body the routes take could never be received.
+        for name in ("body_bytes_per_tenant", "body_bytes_per_server"):
+            if getattr(self, name) < self.max_bulk_body_bytes:
+                raise ValueError(
+                    f"CONTEXT_STORE_{name.upper()} must be at least CONTEXT_STORE_MAX_BULK_BODY_"
+                    f"BYTES ({self.max_bulk_body_bytes})"
+                )
+        return self
 
     @model_validator(mode="after")
     def refuse_open_unauthenticated(self) -> "Settings":

@@ -8,6 +8,10 @@ every other tenant's requests for seconds, 2026-11-27); an import under the bulk
 save's, an archive's) holds a worker thread while it parses, redacts and compresses up to 64
 MiB. Turns bound how many run at once, so that one tenant cannot take every export (or the
 disk), or every worker thread, from the others.
+
+Request bodies are held whole in memory from their first byte until their request ends (a
+client may trickle one for minutes: 16 save bodies of 60 MB sent slowly held 1 GB, 2026-11-27).
+``BodyBytes`` bounds what one tenant's bodies, and all of them, hold at once.
 """
 
 import itertools
@@ -164,6 +168,62 @@ class Turns:
             self.held[tenant] -= 1
             if self.held[tenant] <= 0:
                 del self.held[tenant]
+
+
+class BodyBytes:
+    """The bytes of request bodies held at once: at most ``per_tenant`` for one tenant and
+    ``per_server`` in all. A request that would go over either is refused at once (a 429 with
+    ``Retry-After``): a body is held until its request ends, seconds at most once it has
+    arrived, and a refused client sends it again later rather than keep a connection open."""
+
+    def __init__(self, per_tenant: int, per_server: int) -> None:
+        self.per_tenant = per_tenant
+        self.per_server = per_server
+        # The event loop changes it; a test's client may run each request in a loop of its own.
+        self._lock = threading.Lock()
+        self.held: Counter[str] = Counter()
+
+    def hold(self, tenant: str, size: int) -> None:
+        """Hold ``size`` bytes more for ``tenant``; else the 429, and nothing more held."""
+        with self._lock:
+            if self.held[tenant] + size > self.per_tenant:
+                whose = "this tenant's"
+            elif self.held.total() + size > self.per_server:
+                whose = "the server's"
+            else:
+                self.held[tenant] += size
+                return
+        raise TooManyRequests(
+            f"The request bodies this server is receiving hold {whose} limit of bytes "
+            f"({self.per_tenant} per tenant, {self.per_server} per server); retry later.",
+            RETRY_AFTER_SECONDS,
+        )
+
+    def give_back(self, tenant: str, size: int) -> None:
+        with self._lock:
+            self.held[tenant] -= size
+            if self.held[tenant] <= 0:
+                del self.held[tenant]
+
+
+class HeldBody:
+    """One request's share of ``BodyBytes``: grown as its body arrives, given back whole when
+    the request ends."""
+
+    def __init__(self, budget: BodyBytes, tenant: str) -> None:
+        self._budget = budget
+        self._tenant = tenant
+        self.size = 0
+
+    def up_to(self, size: int) -> None:
+        """Hold at least ``size`` bytes in all (the 429 when the budget has no room)."""
+        if size > self.size:
+            self._budget.hold(self._tenant, size - self.size)
+            self.size = size
+
+    def release(self) -> None:
+        self._budget.give_back(self._tenant, self.size)
+        self.size = 0
 
 
 def bulk_import_turns(request: Request) -> Turns:

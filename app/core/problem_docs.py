@@ -3,7 +3,8 @@
 FastAPI documents a route's own responses and a 422 in its own (non-problem) shape. Every error
 here is ``application/problem+json``, and which ones a route can give follows from what it
 takes: a key (401, 403, 422 for its parameters, and 503 when the database is busy), path names
-(404), a body (400, 413, 415), and a change (409, 412). They are read from each operation of the
+(404), a body (400, 413, 415, and 429 when the tenant's bodies arriving hold their share of
+memory), and a change (409, 412). They are read from each operation of the
 generated document, so every route, present and future, is documented the same way.
 
 Each is declared once, under ``components/responses`` with one example built by the error
@@ -88,6 +89,15 @@ _WHEN: dict[int, tuple[str, errors.Problem]] = {
             ],
         ),
     ),
+    429: (
+        "Bodies this tenant (or every tenant) is sending hold their share of the server's "
+        "memory; retry after `Retry-After` seconds.",
+        errors.TooManyRequests(
+            "The request bodies this server is receiving hold this tenant's limit of bytes "
+            "(268435456 per tenant, 1073741824 per server); retry later.",
+            5,
+        ),
+    ),
     503: (
         "The database is busy or unreachable; retry after `Retry-After` seconds.",
         errors.ServiceUnavailable("The database is busy; retry shortly."),
@@ -120,7 +130,7 @@ def problem_statuses(path: str, method: str, operation: dict[str, Any]) -> set[i
     if "{" in path:
         statuses.add(404)
     if "requestBody" in operation:
-        statuses |= {400, 413, 415}
+        statuses |= {400, 413, 415, 429}
     if method in _WRITE_METHODS:
         statuses |= {409, 412}
     return statuses

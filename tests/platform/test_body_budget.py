@@ -1,0 +1,225 @@
+"""Request bodies held at once, per tenant and per server (``BodyBytes``, app/core/limits.py).
+
+A body is held whole from its first byte until its request ends, and a client may send it as
+slowly as the read timeout lets it: 16 save bodies of 60 MB trickled by one tenant held 1 GB
+of the server's memory (2026-11-27). The requests here are sent to the app directly, so that
+one can stay halfway through its body while the others are answered."""
+
+import gzip
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.conftest import client_for, create_key
+from tests.helpers import assert_problem, http_scope
+
+DECISIONS = "/v1/projects/{project}/memory/decisions"
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class Answer:
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.body = b""
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def _post(app: Any, key: str, path: str, receive: Receive, **headers: str) -> Answer:
+    answer = Answer()
+    sent_headers = [
+        (b"host", b"testserver"),
+        (b"authorization", f"Bearer {key}".encode()),
+        (b"content-type", b"application/json"),
+        *((name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()),
+    ]
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer.status = message["status"]
+            answer.headers = {k.decode(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            answer.body += message.get("body", b"")
+
+    await app(http_scope("POST", path, sent_headers), receive, send)
+    return answer
+
+
+def _whole(body: bytes) -> Receive:
+    arriving = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return arriving.pop(0) if arriving else {"type": "http.disconnect"}
+
+    return receive
+
+
+def _decision(item_id: str, size: int) -> bytes:
+    """A decision's body of exactly ``size`` bytes."""
+    head = json.dumps({"id": item_id, "decision": ""})[:-2]
+    return (head + "x" * (size - len(head) - 2) + '"}').encode()
+
+
+@pytest.fixture
+def budget(app, monkeypatch):
+    """The app's ``BodyBytes`` made small: 1,000 bytes a tenant, 1,500 for the server (set on
+    the object: starlette's State loses an attribute monkeypatch sets on it)."""
+    body_bytes = app.state.body_bytes
+    monkeypatch.setattr(body_bytes, "per_tenant", 1000)
+    monkeypatch.setattr(body_bytes, "per_server", 1500)
+    return body_bytes
+
+
+def test_a_body_still_arriving_holds_its_tenants_share_until_its_request_ends(app, budget, project):
+    """A body of 800 bytes of which 10 have come: the same tenant's next body of 300 is a 429
+    at once (problem+json, Retry-After) and nothing of it is stored; another tenant's is
+    served; once the first has arrived and been answered, the tenant's next is served."""
+    slow_key = create_key(app, "t-slow", "read", "write")
+    other_key = create_key(app, "t-other", "write")
+    path = DECISIONS.format(project=project)
+    slow_body = _decision("slow", 800)
+    started, go_on = anyio.Event(), anyio.Event()
+    pieces = [slow_body[:10], slow_body[10:]]
+
+    async def trickled() -> dict[str, Any]:
+        if len(pieces) == 1:
+            started.set()
+            await go_on.wait()
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
+    answers: dict[str, Answer] = {}
+
+    async def scenario() -> None:
+        async def slow() -> None:
+            answers["slow"] = await _post(app, slow_key, path, trickled, content_length="800")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow)
+            await started.wait()
+            assert budget.held == {"t-slow": 800}
+            answers["refused"] = await _post(
+                app, slow_key, path, _whole(_decision("next", 300)), content_length="300"
+            )
+            answers["other"] = await _post(
+                app, other_key, path, _whole(_decision("other", 300)), content_length="300"
+            )
+            go_on.set()
+        answers["after"] = await _post(
+            app, slow_key, path, _whole(_decision("next", 300)), content_length="300"
+        )
+
+    with client_for(app, slow_key) as client:  # the app's lifespan
+        anyio.run(scenario)
+        problem = json.loads(answers["refused"].body)
+        assert answers["refused"].status == 429, answers["refused"].body
+        assert answers["refused"].headers["content-type"] == "application/problem+json"
+        assert answers["refused"].headers["retry-after"] == "5"
+        assert "this tenant's" in problem["detail"]
+        assert answers["other"].status == 201, answers["other"].body
+        assert answers["slow"].status == 201, answers["slow"].body
+        assert answers["after"].status == 201, answers["after"].body
+        stored = client.get(path).json()["items"]
+        assert sorted(item["id"] for item in stored) == ["next", "slow"]  # "other": its tenant's
+    assert budget.held == {}
+
+
+def test_the_servers_share_bounds_every_tenant_together(app, budget, project):
+    """Two tenants' bodies still arriving, 800 bytes each, would pass the server's 1,500: the
+    second is refused, naming the server's limit."""
+    first, second = create_key(app, "t-one", "write"), create_key(app, "t-two", "write")
+    path = DECISIONS.format(project=project)
+    started, go_on = anyio.Event(), anyio.Event()
+    answers: dict[str, Answer] = {}
+
+    async def first_piece_then_wait() -> dict[str, Any]:
+        started.set()
+        await go_on.wait()
+        return {"type": "http.disconnect"}
+
+    async def scenario() -> None:
+        async def held() -> None:
+            answers["held"] = await _post(
+                app, first, path, first_piece_then_wait, content_length="800"
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(held)
+            await started.wait()
+            answers["refused"] = await _post(
+                app, second, path, _whole(_decision("two", 800)), content_length="800"
+            )
+            go_on.set()
+
+    with client_for(app, first):
+        anyio.run(scenario)
+    assert answers["refused"].status == 429
+    assert "the server's" in answers["refused"].json()["detail"]
+    assert answers["held"].status == 400  # the client went away mid-body
+    assert budget.held == {}
+
+
+def test_a_body_without_a_length_is_held_as_it_arrives(app, budget, project):
+    """Chunked, no Content-Length: held piece by piece, refused once it passes the tenant's
+    share, and given back."""
+    key = create_key(app, "t-chunked", "write")
+    body = _decision("chunked", 1200)
+    pieces = [body[:600], body[600:]]
+
+    async def chunked() -> dict[str, Any]:
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
+    with client_for(app, key):
+        answer = anyio.run(
+            lambda: _post(
+                app, key, DECISIONS.format(project=project), chunked, transfer_encoding="chunked"
+            )
+        )
+    assert answer.status == 429, answer.body
+    assert budget.held == {}
+
+
+def test_a_gzip_body_is_held_as_what_it_inflates_to(app, budget, project):
+    """A body of a few dozen bytes that inflates past the tenant's share is refused."""
+    key = create_key(app, "t-gzip", "write")
+    compressed = gzip.compress(_decision("inflated", 1200))
+    assert len(compressed) < 200
+    with client_for(app, key) as client:
+        answer = client.post(
+            DECISIONS.format(project=project),
+            content=compressed,
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
+        assert_problem(answer, 429)
+        small = gzip.compress(_decision("small", 400))
+        served = client.post(
+            DECISIONS.format(project=project),
+            content=small,
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
+        assert served.status_code == 201, served.text
+    assert budget.held == {}
+
+
+def test_refused_and_failed_requests_give_their_share_back(app, budget, project):
+    """A 413, a 422 and a 415 each give back what they held."""
+    key = create_key(app, "t-failing", "write")
+    path = DECISIONS.format(project=project)
+    with client_for(app, key) as client:
+        too_large = client.post(
+            path, content=b"x" * 5 * 1024 * 1024, headers={"content-type": "application/json"}
+        )
+        assert_problem(too_large, 413)
+        assert_problem(
+            client.post(path, content=b"[1, 2]", headers={"content-type": "application/json"}), 422
+        )
+        assert_problem(
+            client.post(path, content=b"{}", headers={"content-type": "text/plain"}), 415
+        )
+    assert budget.held == {}
