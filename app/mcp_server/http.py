@@ -24,9 +24,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from app.client import AsyncContextStoreClient
 from app.core import redaction
+from app.core.body import DecodedRequest
 from app.core.config import Settings
 from app.core.deps import authenticated
 from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
+from app.core.limits import HeldBody
 from app.core.rebinding import MisdirectedRequest
 from app.core.redaction import json_without_secrets
 from app.mcp_server.server import ContextStoreServer, build_server
@@ -223,6 +225,17 @@ def _answered(request: Request, send: Send) -> Send:
     return sending
 
 
+def _replayed(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for a request whose body has been read: the body, then what comes after it
+    (the client's disconnect)."""
+    unread = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        return unread.pop() if unread else await receive()
+
+    return replay
+
+
 class McpEndpoint:
     """The ASGI app at /mcp: authenticate, then hand the request to a session manager of its
     own with the caller's headers in reach of the tools.
@@ -248,17 +261,24 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
-        await authenticated(request)  # raises the 401 problem, as on every route
+        principal = await authenticated(request)  # raises the 401 problem, as on every route
         headers = {
             name: request.headers[name] for name in FORWARDED_HEADERS if name in request.headers
         }
+        # Read here as every route's body is, held in the tenant's share of the bodies being
+        # received (a 429 beyond it), then handed to the SDK whole.
+        held = HeldBody(request.app.state.body_bytes, principal.tenant)
         token = _caller.set(headers)
         try:
+            body = await DecodedRequest(scope, receive, self.max_body_bytes, held).body()
             manager = self._manager()
             async with manager.run():
-                await manager.handle_request(scope, receive, _answered(request, send))
+                await manager.handle_request(
+                    scope, _replayed(body, receive), _answered(request, send)
+                )
         finally:
             _caller.reset(token)
+            held.release()
 
 
 class McpRoute(Route):

@@ -12,9 +12,16 @@ from typing import Any
 
 import anyio
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.conftest import client_for, create_key
 from tests.helpers import assert_problem, http_scope
+from tests.mcp_client import BASE_URL as MCP_BASE_URL
+
+MCP_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": "2025-06-18",
+}
 
 DECISIONS = "/v1/projects/{project}/memory/decisions"
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -222,4 +229,23 @@ def test_refused_and_failed_requests_give_their_share_back(app, budget, project)
         assert_problem(
             client.post(path, content=b"{}", headers={"content-type": "text/plain"}), 415
         )
+    assert budget.held == {}
+
+
+def test_an_mcp_request_holds_its_body_in_the_same_share(app, budget):
+    """/mcp's body is read by the service as every route's is: with the tenant's share held by
+    its other bodies, an MCP call is the same 429 problem; given back, the call is answered."""
+    key = create_key(app, "t-mcp", "read", "write")
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {key}"}
+    with TestClient(app, base_url=MCP_BASE_URL) as client:
+        budget.hold("t-mcp", 990)  # what the tenant's other bodies hold meanwhile
+        try:
+            refused = client.post("/mcp", json=call, headers=headers)
+        finally:
+            budget.give_back("t-mcp", 990)
+        assert_problem(refused, 429)
+        answered = client.post("/mcp", json=call, headers=headers)
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["result"]["tools"]
     assert budget.held == {}
