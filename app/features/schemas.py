@@ -71,7 +71,9 @@ class ReviewCreate(ClosedBody):
         min_length=1, max_length=128, description="A key of `iteration_tracking`, e.g. design-l1."
     )
     outcome: feature_context.ReviewOutcome
-    rejecting_agents: list[str] = Field(default_factory=list, max_length=MAX_LIST_ITEMS)
+    rejecting_agents: list[AgentName] = Field(
+        default_factory=list, max_length=feature_context.MAX_REJECTING_AGENTS
+    )
     issues_count: StrictInt = Field(default=0, ge=0, le=jsondoc.INT64_MAX)
 
 

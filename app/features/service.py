@@ -362,11 +362,20 @@ def _operate(
     feature_id: str,
     precondition: Precondition,
     operation: Callable[[dict[str, Any], str], breaker.Change],
+    *,
+    most_head_bytes: int | None = None,
 ) -> tuple[breaker.Change, str]:
     """The operation on the context's document, stored; what it did, and the new ETag. The
     operations change the head alone: of a context kept as its parts, only the head is read
-    and written."""
+    and written. An operation that grows the head is refused (409) once the head holds
+    ``most_head_bytes``."""
     context = _existing(write, feature_id, precondition)
+    if most_head_bytes is not None and len(context.content) >= most_head_bytes:
+        raise Conflict(
+            f"Feature {feature_id!r}'s context holds {len(context.content)} bytes besides its "
+            f"handover notes, the most a review is recorded in ({most_head_bytes}): PUT the "
+            "context with fewer reviews kept to record more."
+        )
     document = _head(context)
     change = operation(document, _now_text())
     if context.parts_at is None:
@@ -379,11 +388,15 @@ def _operate(
 def review(
     write: Write, feature_id: str, outcome: breaker.Review, precondition: Precondition
 ) -> tuple[breaker.Change, str]:
+    def record(document: dict[str, Any], now: str) -> breaker.Change:
+        return breaker.record_review(document, outcome, now)
+
     return _operate(
         write,
         feature_id,
         precondition,
-        lambda document, now: breaker.record_review(document, outcome, now),
+        record,
+        most_head_bytes=feature_context.MAX_REVIEWED_HEAD_BYTES,
     )
 
 

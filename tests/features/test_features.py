@@ -8,6 +8,7 @@ import threading
 import pytest
 from sqlalchemy import text
 
+from app.formats import feature_context
 from tests.conftest import client_for, create_key
 from tests.helpers import assert_problem, golden_bytes, python_indent2
 
@@ -525,6 +526,12 @@ def test_reviews_of_a_tool_file_add_the_documented_tracking(client, project):
         {"issues_count": -1},
         {"issues_count": 2**63},
         {"rejecting_agents": "sdd-pe"},
+        {
+            "rejecting_agents": [
+                f"agent-{n}" for n in range(feature_context.MAX_REJECTING_AGENTS + 1)
+            ]
+        },
+        {"rejecting_agents": ["a" * (feature_context.MAX_AGENT_NAME + 1)]},
         {"phase": ""},
     ],
 )
@@ -533,6 +540,38 @@ def test_a_bad_review_is_refused_and_counts_nothing(client, project, fields):
     assert_problem(_review(client, project, "f1", **fields), 422)
     tracking = _context(client, project, "f1")["iteration_tracking"]
     assert all(phase["attempts"] == 0 for phase in tracking.values())
+
+
+def test_reviews_stop_at_the_heads_limit_and_change_nothing_then(client, project, monkeypatch):
+    """Every review is kept in the context's head, which each review reads, redacts and writes
+    whole: a head of 42-50 MB cost a review 1.2 s of CPU. Once the head holds the limit, a
+    review is a 409 that says what to do, and the context is as it was; the most agents a
+    review names go in whole until then."""
+    monkeypatch.setattr(feature_context, "MAX_REVIEWED_HEAD_BYTES", 40_000)
+    client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
+    context = client.get(_url(project, "f1"))
+    tracking = context.json()["iteration_tracking"]["design-l1"]
+    client.put(
+        _url(project, "f1"),
+        json={
+            **context.json(),
+            "iteration_tracking": {"design-l1": {**tracking, "max_attempts": 1000}},
+        },
+    )
+    agents = [f"{'a' * 200}-{n}" for n in range(feature_context.MAX_REJECTING_AGENTS)]
+    recorded = 0
+    while recorded < 10:
+        before = client.get(_url(project, "f1")).headers["etag"]
+        answer = _review(client, project, "f1", rejecting_agents=agents)
+        if answer.status_code != 201:
+            break
+        recorded += 1
+    assert recorded >= 1, answer.text
+    problem = assert_problem(answer, 409)
+    assert "PUT the context with fewer reviews" in problem["detail"]
+    after = client.get(_url(project, "f1"))
+    assert after.headers["etag"] == before
+    assert after.json()["iteration_tracking"]["design-l1"]["attempts"] == recorded
 
 
 def test_a_review_honours_if_match(client, project):
