@@ -87,12 +87,25 @@ class DecodedRequest(Request):
                 chunks.append(chunk)
             raw = b"".join(chunks)
             if encoding == "gzip":
-                # Off the event loop: a body of many members, or one near the limit, takes
-                # milliseconds to inflate, which every other request would wait out.
-                raw = await run_in_threadpool(decompress_body, raw, self.limit)
-                self._hold(len(raw))
+                raw = await self._inflated(raw)
             self._body = raw
         return self._body
+
+    async def _inflated(self, raw: bytes) -> bytes:
+        """A gzip body inflated, within the route's limit and the room its tenant's share has
+        left: a body of kilobytes that inflates to the limit is stopped where the share ends,
+        not after it has taken that memory."""
+        most = self.limit if self.held is None else min(self.limit, self.held.most())
+        try:
+            # Off the event loop: a body of many members, or one near the limit, takes
+            # milliseconds to inflate, which every other request would wait out.
+            inflated = await run_in_threadpool(decompress_body, raw, most)
+        except ContentTooLarge:
+            if self.held is not None and most < self.limit:
+                raise self.held.refusal() from None
+            raise
+        self._hold(len(inflated))
+        return inflated
 
     @property
     def received(self) -> bytes:

@@ -202,12 +202,15 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def hold_a_whole_body(self) -> "Settings":
-        # Below the bulk limit, a body the routes take could never be received.
+        # An MCP call holds its body, and the request its tool sends to its route in process
+        # holds that body again (a second copy): below twice the bulk limit, a save sent
+        # through MCP could never be received.
+        least = 2 * self.max_bulk_body_bytes
         for name in ("body_bytes_per_tenant", "body_bytes_per_server"):
-            if getattr(self, name) < self.max_bulk_body_bytes:
+            if getattr(self, name) < least:
                 raise ValueError(
-                    f"CONTEXT_STORE_{name.upper()} must be at least CONTEXT_STORE_MAX_BULK_BODY_"
-                    f"BYTES ({self.max_bulk_body_bytes})"
+                    f"CONTEXT_STORE_{name.upper()} must be at least twice CONTEXT_STORE_MAX_BULK_"
+                    f"BODY_BYTES ({least})"
                 )
         return self
 

@@ -32,16 +32,18 @@ LOOK_AGAIN_SECONDS = 0.05
 WAITERS_PER_TURN = 4
 
 
-def too_many_running(what: str) -> dict[str, Any]:
-    """The OpenAPI document's 429 of a route that takes turns of ``what``."""
+def too_many_running(what: str, *, takes_a_body: bool = False) -> dict[str, Any]:
+    """The OpenAPI document's 429 of a route that takes turns of ``what`` (and, with
+    ``takes_a_body``, whose body is held in ``BodyBytes``)."""
+    bodies = ", or the bodies being received hold their share of memory" if takes_a_body else ""
     return {
-        "description": f"This tenant's, or the server's, {what} are all running; "
+        "description": f"This tenant's, or the server's, {what} are all running{bodies}; "
         "retry after `Retry-After` seconds.",
         "content": {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}},
     }
 
 
-BULK_IMPORTS_ALL_RUNNING = too_many_running("imports under the bulk limit")
+BULK_IMPORTS_ALL_RUNNING = too_many_running("imports under the bulk limit", takes_a_body=True)
 EXPORTS_ALL_RUNNING = too_many_running("exports of whole files")
 
 
@@ -186,16 +188,30 @@ class BodyBytes:
     def hold(self, tenant: str, size: int) -> None:
         """Hold ``size`` bytes more for ``tenant``; else the 429, and nothing more held."""
         with self._lock:
-            if self.held[tenant] + size > self.per_tenant:
-                whose = "this tenant's"
-            elif self.held.total() + size > self.per_server:
-                whose = "the server's"
-            else:
+            if size <= self._room(tenant):
                 self.held[tenant] += size
                 return
-        raise TooManyRequests(
-            f"The request bodies this server is receiving hold {whose} limit of bytes "
-            f"({self.per_tenant} per tenant, {self.per_server} per server); retry later.",
+        raise self.refusal(tenant)
+
+    def room(self, tenant: str) -> int:
+        """How many bytes more ``tenant`` may hold, as things stand."""
+        with self._lock:
+            return self._room(tenant)
+
+    def _room(self, tenant: str) -> int:
+        return min(self.per_tenant - self.held[tenant], self.per_server - self.held.total())
+
+    def refusal(self, tenant: str) -> TooManyRequests:
+        with self._lock:
+            tenants_room = self.per_tenant - self.held[tenant]
+            whose = (
+                "this tenant's"
+                if tenants_room <= self.per_server - self.held.total()
+                else "the server's"
+            )
+        return TooManyRequests(
+            f"The request bodies this server is receiving hold {whose} share of its memory "
+            f"({self.per_tenant} bytes per tenant, {self.per_server} per server); retry later.",
             RETRY_AFTER_SECONDS,
         )
 
@@ -220,6 +236,13 @@ class HeldBody:
         if size > self.size:
             self._budget.hold(self._tenant, size - self.size)
             self.size = size
+
+    def most(self) -> int:
+        """The most bytes this request may hold in all, as things stand."""
+        return self.size + self._budget.room(self._tenant)
+
+    def refusal(self) -> TooManyRequests:
+        return self._budget.refusal(self._tenant)
 
     def release(self) -> None:
         self._budget.give_back(self._tenant, self.size)

@@ -16,7 +16,9 @@ from http import HTTPStatus
 from typing import Any
 
 from app.core import errors
+from app.core.config import Settings
 from app.core.errors import PROBLEM_MEDIA_TYPE
+from app.core.limits import BodyBytes
 from app.formats.errors import MAX_LISTED
 
 PROBLEM_SCHEMA: dict[str, Any] = {
@@ -92,11 +94,10 @@ _WHEN: dict[int, tuple[str, errors.Problem]] = {
     429: (
         "Bodies this tenant (or every tenant) is sending hold their share of the server's "
         "memory; retry after `Retry-After` seconds.",
-        errors.TooManyRequests(
-            "The request bodies this server is receiving hold this tenant's limit of bytes "
-            "(268435456 per tenant, 1073741824 per server); retry later.",
-            5,
-        ),
+        BodyBytes(
+            per_tenant=Settings.model_fields["body_bytes_per_tenant"].default,
+            per_server=Settings.model_fields["body_bytes_per_server"].default,
+        ).refusal("a-tenant"),
     ),
     503: (
         "The database is busy or unreachable; retry after `Retry-After` seconds.",

@@ -349,9 +349,11 @@ def record_review(
         issues_count=body.issues_count,
     )
     precondition = if_match(request)
+    # A context larger than a client may send holds no more reviews (the service says why).
+    most_head_bytes: int = request.app.state.settings.max_body_bytes
 
     def change(write: Write) -> Response:
-        done, etag = service.review(write, feature, review, precondition)
+        done, etag = service.review(write, feature, review, precondition, most_head_bytes)
         return _breaker_response(feature, done, etag, 201)
 
     return writes.run(project, change)

@@ -37,9 +37,6 @@ MAX_AGENT_NAME = 256
 # A review names the agents that rejected the work: the tool's pipeline has half a dozen. A
 # review is kept in the context's head, which every later review reads and writes whole.
 MAX_REJECTING_AGENTS = 100
-# The largest head a review is recorded in (the default body limit: the largest context a
-# client can send): reviews, kept in the head, once made it 42-50 MB and a review 1.2 s of CPU.
-MAX_REVIEWED_HEAD_BYTES = 4 * 1024 * 1024
 
 
 def tool_timestamp(moment: datetime) -> str:

@@ -27,7 +27,7 @@ from app.core import redaction
 from app.core.body import DecodedRequest
 from app.core.config import Settings
 from app.core.deps import authenticated
-from app.core.errors import ContentTooLarge, Forbidden, MalformedBody, Problem, problem_response
+from app.core.errors import Forbidden, MalformedBody, Problem, problem_response
 from app.core.limits import HeldBody
 from app.core.rebinding import MisdirectedRequest
 from app.core.redaction import json_without_secrets
@@ -59,12 +59,11 @@ def _transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 # The SDK's own refusals before the protocol starts, which it answers in plain text (a
-# Content-Type that is not JSON, a body over the limit, the Host and Origin checks): the
-# problem every other route answers with that status.
+# Content-Type that is not JSON, the Host and Origin checks): the problem every other route
+# answers with that status. (A body over the limit is refused before the SDK reads it.)
 SDK_REFUSALS: dict[int, type[Problem]] = {
     400: MalformedBody,
     403: Forbidden,
-    413: ContentTooLarge,
     421: MisdirectedRequest,
 }
 

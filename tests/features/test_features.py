@@ -547,7 +547,7 @@ def test_reviews_stop_at_the_heads_limit_and_change_nothing_then(client, project
     whole: a head of 42-50 MB cost a review 1.2 s of CPU. Once the head holds the limit, a
     review is a 409 that says what to do, and the context is as it was; the most agents a
     review names go in whole until then."""
-    monkeypatch.setattr(feature_context, "MAX_REVIEWED_HEAD_BYTES", 40_000)
+    monkeypatch.setattr(client.app.state.settings, "max_body_bytes", 40_000)
     client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
     context = client.get(_url(project, "f1"))
     tracking = context.json()["iteration_tracking"]["design-l1"]
@@ -568,7 +568,7 @@ def test_reviews_stop_at_the_heads_limit_and_change_nothing_then(client, project
         recorded += 1
     assert recorded >= 1, answer.text
     problem = assert_problem(answer, 409)
-    assert "PUT the context with fewer reviews" in problem["detail"]
+    assert "PUT or PATCH the context smaller" in problem["detail"]
     after = client.get(_url(project, "f1"))
     assert after.headers["etag"] == before
     assert after.json()["iteration_tracking"]["design-l1"]["attempts"] == recorded

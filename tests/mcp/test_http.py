@@ -124,8 +124,9 @@ def test_mcp_takes_post_only(app, tenant, method):
 
 
 def test_the_sdks_own_refusals_are_problems_as_on_every_route(database_url, tenant):
-    """What the SDK answers in plain text before the protocol starts (a body that is not JSON,
-    one over the limit) is problem+json at /mcp too; JSON-RPC errors stay JSON-RPC."""
+    """What the SDK answers in plain text before the protocol starts (a body that is not JSON)
+    is problem+json at /mcp too, as is a body over the limit (refused before the SDK reads it);
+    JSON-RPC errors stay JSON-RPC."""
     app = create_app(make_settings(database_url, max_bulk_body_bytes=10_000))
     with TestClient(app, base_url=BASE_URL) as mcp:
         auth = HEADERS | {"Authorization": f"Bearer {create_key(app, tenant)}"}

@@ -14,6 +14,8 @@ import anyio
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core import body
+from app.core.body import decompress_body
 from tests.conftest import client_for, create_key
 from tests.helpers import assert_problem, http_scope
 from tests.mcp_client import BASE_URL as MCP_BASE_URL
@@ -24,6 +26,7 @@ MCP_HEADERS = {
 }
 
 DECISIONS = "/v1/projects/{project}/memory/decisions"
+JSON = {"content-type": "application/json"}
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
@@ -192,9 +195,18 @@ def test_a_body_without_a_length_is_held_as_it_arrives(app, budget, project):
     assert budget.held == {}
 
 
-def test_a_gzip_body_is_held_as_what_it_inflates_to(app, budget, project):
-    """A body of a few dozen bytes that inflates past the tenant's share is refused."""
+def test_a_gzip_body_inflates_only_as_far_as_the_room_left(app, budget, project, monkeypatch):
+    """A body of a few dozen bytes that inflates past the tenant's share is refused, its
+    inflation stopped where the share ends (not after it has taken the route's limit); one
+    within the share is served."""
     key = create_key(app, "t-gzip", "write")
+    inflated_within: list[int] = []
+
+    def recorded(raw: bytes, limit: int) -> bytes:
+        inflated_within.append(limit)
+        return decompress_body(raw, limit)
+
+    monkeypatch.setattr(body, "decompress_body", recorded)
     compressed = gzip.compress(_decision("inflated", 1200))
     assert len(compressed) < 200
     with client_for(app, key) as client:
@@ -203,7 +215,8 @@ def test_a_gzip_body_is_held_as_what_it_inflates_to(app, budget, project):
             content=compressed,
             headers={"content-type": "application/json", "content-encoding": "gzip"},
         )
-        assert_problem(answer, 429)
+        assert "this tenant's" in assert_problem(answer, 429)["detail"]
+        assert inflated_within == [1000]  # the share, not the route's limit of 4 MiB
         small = gzip.compress(_decision("small", 400))
         served = client.post(
             DECISIONS.format(project=project),
@@ -214,21 +227,31 @@ def test_a_gzip_body_is_held_as_what_it_inflates_to(app, budget, project):
     assert budget.held == {}
 
 
-def test_refused_and_failed_requests_give_their_share_back(app, budget, project):
-    """A 413, a 422 and a 415 each give back what they held."""
+def test_failed_requests_give_their_share_back(app, budget, project, monkeypatch):
+    """A body held in part, then refused: over the route's limit (413, chunked: refused as it
+    arrives), not a decision (422), not gzip at all (400); each gives back what it held."""
     key = create_key(app, "t-failing", "write")
     path = DECISIONS.format(project=project)
+    monkeypatch.setattr(app.state.settings, "max_body_bytes", 900)
+    pieces = [b"x" * 500, b"x" * 500]
+
+    async def over_the_limit() -> dict[str, Any]:
+        piece = pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+
     with client_for(app, key) as client:
-        too_large = client.post(
-            path, content=b"x" * 5 * 1024 * 1024, headers={"content-type": "application/json"}
+        too_large = anyio.run(
+            lambda: _post(app, key, path, over_the_limit, transfer_encoding="chunked")
         )
-        assert_problem(too_large, 413)
-        assert_problem(
-            client.post(path, content=b"[1, 2]", headers={"content-type": "application/json"}), 422
+        assert too_large.status == 413, too_large.body
+        assert budget.held == {}
+        not_a_decision = client.post(path, content=b"[" + b"1," * 300 + b"1]", headers=JSON)
+        assert_problem(not_a_decision, 422)
+        assert budget.held == {}
+        not_gzip = client.post(
+            path, content=b"x" * 600, headers=JSON | {"content-encoding": "gzip"}
         )
-        assert_problem(
-            client.post(path, content=b"{}", headers={"content-type": "text/plain"}), 415
-        )
+        assert_problem(not_gzip, 400)
     assert budget.held == {}
 
 
