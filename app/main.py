@@ -101,9 +101,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     project_resources.hold(models.PROJECT_RESOURCES)
     app.state.migration_head = head_revision()
-    # Archives, and agent memory files sent whole: their settings keep the archives' names.
+    # Archives, agent memory files sent whole, and documents over the body limit: their
+    # settings keep the archives' names.
     app.state.archive_exports = Turns(
-        "exports of whole files (archives, agent memory files)",
+        "exports of whole files (archives, agent memory files, files over the body limit)",
         per_tenant=settings.archive_exports_per_tenant,
         per_server=settings.archive_exports_per_server,
         wait_seconds=settings.archive_export_wait_seconds,

@@ -1,6 +1,6 @@
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, insert
+from sqlalchemy import ColumnElement, delete, func, insert
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import aliased
 from sqlmodel import Session, col, select
@@ -35,6 +35,7 @@ class SnapshotRepository(ProjectScopedRepository[AgentSnapshot]):
 
     model = AgentSnapshot
     key = ("agent",)
+    documents = {"content": func.length(col(AgentSnapshot.content))}
 
 
 class AgentMemoryRepository:

@@ -18,9 +18,9 @@ from app.core.conditional import Precondition, if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
-from app.core.limits import EXPORTS_ALL_RUNNING, export_turns
+from app.core.limits import EXPORTS_ALL_RUNNING, LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ClosingResponse, ResponsesDoc, document_response
+from app.core.responses import ResponsesDoc, document_response, download, in_export_turn
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import working_context_snapshot as snapshot_format
@@ -38,6 +38,7 @@ SNAPSHOT_FILE: ResponsesDoc = {
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
+    429: LARGE_FILE_EXPORTS_ALL_RUNNING,
 }
 MEMORY_LIST: ResponsesDoc = {
     200: {
@@ -95,7 +96,7 @@ def put_snapshot(
 
 
 @router.get("/working-context-snapshot", response_class=Response, responses=SNAPSHOT_FILE)
-def get_snapshot(
+async def get_snapshot(
     project: ProjectName,
     agent: AgentName,
     request: Request,
@@ -103,8 +104,12 @@ def get_snapshot(
     principal: Reader,
 ) -> Response:
     """The cache exactly: `json.dumps(payload)`, one line."""
-    return document_response(
-        request, service.get_snapshot(session, principal.tenant, project, agent)
+    tenant = principal.tenant
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.get_snapshot(session, tenant, project, agent, up_to),
     )
 
 
@@ -161,18 +166,15 @@ async def list_memory(
     waits for a turn, then gets a 429 with `Retry-After`."""
     tenant = principal.tenant
     if _wants_ndjson(request):
-        turn = await export_turns(request).take(tenant)
-        try:
-            exported = await run_in_threadpool(
-                service.memory_file, session, tenant, project, agent, memory.kind
-            )
-            response = document_response(request, exported, media_type=NDJSON_MEDIA_TYPE)
-        except BaseException:
-            turn.release()
-            raise
-        response.headers["Vary"] = "Accept, Accept-Encoding"
-        # The turn is held until the file is sent: its bytes are held until then.
-        return ClosingResponse(response, turn.release)
+        # In a turn whatever its size, 304 included: the file's size and ETag are known only
+        # once its lines are read.
+        def exported() -> Response:
+            file = service.memory_file(session, tenant, project, agent, memory.kind)
+            response = document_response(request, file, media_type=NDJSON_MEDIA_TYPE)
+            response.headers["Vary"] = "Accept, Accept-Encoding"
+            return response
+
+        return await in_export_turn(request, tenant, exported)
 
     def page() -> bytes:
         # In the worker thread: a line holding NaN or Infinity is parsed and written again

@@ -14,7 +14,7 @@ from app.agents.schemas import RestoreRequest, SnapshotReceipt
 from app.core import redaction
 from app.core.conditional import Precondition
 from app.core.db import utcnow
-from app.core.documents import Download, set_content
+from app.core.documents import ANY_SIZE, Download, check_size, set_content
 from app.core.errors import NotFound
 from app.formats import agent_memory, jsondoc
 from app.formats import working_context_snapshot as snapshot_format
@@ -89,10 +89,16 @@ def store_snapshot(
     return StoredSnapshot(created=current is None, etag=snapshot.etag, receipt=receipt)
 
 
-def get_snapshot(session: Session, tenant: str, project: str, agent: str) -> Download:
-    snapshot = SnapshotRepository(session).get(project_id(session, tenant, project), agent)
-    if snapshot is None:
+def get_snapshot(
+    session: Session, tenant: str, project: str, agent: str, up_to: int = ANY_SIZE
+) -> Download:
+    """The cache; ``Oversized``, and none of it read, when over ``up_to`` bytes."""
+    pid = project_id(session, tenant, project)
+    found = SnapshotRepository(session).get_within(pid, agent, document="content", up_to=up_to)
+    if found is None:
         raise _not_found(agent)
+    snapshot, size = found
+    check_size(snapshot.etag, size, up_to)
     return Download(filename=snapshot_format.FILENAME, etag=snapshot.etag, content=snapshot.content)
 
 

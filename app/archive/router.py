@@ -2,7 +2,6 @@ import functools
 
 from fastapi import Request, Response
 from sqlmodel import Session
-from starlette.concurrency import run_in_threadpool
 
 from app.archive import service
 from app.archive.schemas import ArchiveMember, ArchiveReport
@@ -10,10 +9,10 @@ from app.core.body import BulkBodyRoute, DecodedRequest, raw_body
 from app.core.deps import Reader, ReadSession, Writer, get_database, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.limits import BULK_IMPORTS_ALL_RUNNING, EXPORTS_ALL_RUNNING, export_turns
+from app.core.limits import BULK_IMPORTS_ALL_RUNNING, EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.redaction import answer_without_secrets
-from app.core.responses import ResponsesDoc, SpooledResponse, open_spool
+from app.core.responses import ResponsesDoc, SpooledResponse, in_export_turn, open_spool
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.core.security import Principal
@@ -43,24 +42,23 @@ async def export_archive(
     and the server, run a bounded number of exports at once: beyond them a request waits for
     a turn, then gets a 429 with `Retry-After`."""
     settings = get_settings(request)
-    turn = await export_turns(request).take(principal.tenant)
-    spool = open_spool(settings.archive_spool_memory_bytes)
-    try:
-        # In a worker thread, with the session's connection; both are given back when this
-        # returns (the session ends before the response starts), before the client reads.
-        await run_in_threadpool(
-            service.write_archive, session, principal.tenant, project, settings.gzip_level, spool
+
+    def build() -> Response:
+        spool = open_spool(settings.archive_spool_memory_bytes)
+        try:
+            # With the session's connection, given back when this route returns (the session
+            # ends before the response starts), before the client reads.
+            service.write_archive(session, principal.tenant, project, settings.gzip_level, spool)
+        except BaseException:
+            spool.close()
+            raise
+        return SpooledResponse(
+            spool,
+            media_type=MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="{project}.tar.gz"'},
         )
-    except BaseException:
-        spool.close()
-        turn.release()
-        raise
-    return SpooledResponse(
-        spool,
-        media_type=MEDIA_TYPE,
-        headers={"Content-Disposition": f'attachment; filename="{project}.tar.gz"'},
-        on_close=turn.release,
-    )
+
+    return await in_export_turn(request, principal.tenant, build)
 
 
 @router.get("/archive/members", response_model=Page[ArchiveMember])

@@ -116,3 +116,25 @@ class Download:
     @classmethod
     def of(cls, filename: str, content: bytes) -> "Download":
         return cls(filename=filename, etag=etag_of(content), content=content)
+
+
+class Oversized(Exception):
+    """A download's bytes are over what its reader was asked to read (``up_to``), and were not
+    read; ``etag`` is the file's when it is known without them (a file rendered from its
+    rows has its ETag once rendered). The download takes a turn before it reads them
+    (``app/core/responses.py`` ``download``)."""
+
+    def __init__(self, etag: str | None) -> None:
+        super().__init__(etag)
+        self.etag = etag
+
+
+# A reader's ``up_to`` that reads a document whatever its size: the largest integer both
+# databases bind.
+ANY_SIZE = 2**63 - 1
+
+
+def check_size(etag: str, size: int, up_to: int) -> None:
+    """``Oversized`` when ``size`` is over ``up_to``."""
+    if size > up_to:
+        raise Oversized(etag)

@@ -45,6 +45,12 @@ def too_many_running(what: str, *, takes_a_body: bool = False) -> dict[str, Any]
 
 BULK_IMPORTS_ALL_RUNNING = too_many_running("imports under the bulk limit", takes_a_body=True)
 EXPORTS_ALL_RUNNING = too_many_running("exports of whole files")
+# The 429 of a route whose file takes an export turn only when large (``download``).
+LARGE_FILE_EXPORTS_ALL_RUNNING = EXPORTS_ALL_RUNNING | {
+    "description": "The file is over the body limit (`MAX_BODY_BYTES`), and is sent in an "
+    "export turn: this tenant's, or the server's, are all taken; retry after `Retry-After` "
+    "seconds."
+}
 
 
 class Turn:
@@ -257,6 +263,6 @@ def bulk_import_turns(request: Request) -> Turns:
 
 def export_turns(request: Request) -> Turns:
     """The app's turns for exports of whole files (an archive, an agent's memory file as
-    NDJSON): ``create_app`` makes them."""
+    NDJSON, any document over the body limit): ``create_app`` makes them."""
     turns: Turns = request.app.state.archive_exports
     return turns

@@ -1,5 +1,5 @@
-"""Document downloads: exact bytes, a strong ETag, the file's name, gzip when asked for; and
-bodies sent from a spool."""
+"""Document downloads: exact bytes, a strong ETag, the file's name, gzip when asked for; a
+large one, and every export of whole files, in an export turn; and bodies sent from a spool."""
 
 import tempfile
 from collections.abc import Callable
@@ -7,10 +7,14 @@ from typing import Any, BinaryIO, cast
 
 from anyio import CapacityLimiter, to_thread
 from fastapi import Request, Response
+from sqlmodel import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.types import Receive, Scope, Send
 
 from app.core.conditional import not_modified
-from app.core.documents import Download
+from app.core.deps import get_settings
+from app.core.documents import ANY_SIZE, Download, Oversized
+from app.core.limits import export_turns
 from app.formats import gzip as gzip_format
 
 SPOOL_READ_BYTES = 64 * 1024
@@ -57,19 +61,79 @@ def document_response(
     return Response(content=content, media_type=media_type, headers=headers)
 
 
+# A document's reader: the download, its bytes read only if they are at most this many
+# (``ANY_SIZE``: whatever their size), else ``Oversized``.
+DocumentReader = Callable[[int], Download]
+
+
+async def download(
+    request: Request,
+    session: Session,
+    tenant: str,
+    read: DocumentReader,
+    *,
+    media_type: str = "application/json",
+) -> Response:
+    """Every whole document a client downloads, by ``document_response``. One of at most
+    ``MAX_BODY_BYTES`` is read and sent with nothing more: every document one ordinary body
+    writes is that small, and a hot read pays neither a statement nor a turn more. A larger
+    one (a run state, a feature context, a save, a list file, grown past it) is found, its
+    size read but not its bytes (the same statement); then it waits for an export turn, its
+    read's connection given back meanwhile, and is read again and sent in the turn, which it
+    holds until its response has been sent or abandoned: what large downloads hold at once is
+    bounded by the turns (16 clients that never read a 48 MB atari state held 1.2-1.8 GB of
+    the server's memory, 2026-11-27). A client that holds its version is answered 304 without
+    a turn."""
+    up_to = get_settings(request).max_body_bytes
+
+    def within() -> Response:
+        try:
+            return document_response(request, read(up_to), media_type=media_type)
+        except Oversized:
+            session.rollback()
+            raise
+
+    try:
+        return await run_in_threadpool(within)
+    except Oversized as found:
+        if found.etag is not None:
+            unchanged = not_modified(request, found.etag)
+            if unchanged is not None:
+                return unchanged
+    # Read again: it may have changed meanwhile, and its bytes and ETag come from one read.
+    return await in_export_turn(
+        request, tenant, lambda: document_response(request, read(ANY_SIZE), media_type=media_type)
+    )
+
+
+async def in_export_turn(request: Request, tenant: str, build: Callable[[], Response]) -> Response:
+    """``build``'s response, built in a worker thread in one of the tenant's export turns
+    (``export_turns``: per tenant and per server, waited for in order, then a 429 with
+    ``Retry-After``), which is given back when the response ends, sent or abandoned (what the
+    response holds is held until then), or at once if ``build`` fails."""
+    turn = await export_turns(request).take(tenant)
+    try:
+        response = await run_in_threadpool(build)
+    except BaseException:
+        turn.release()
+        raise
+    return ClosingResponse(response, turn.release)
+
+
 class ClosingResponse(Response):
-    """``response`` sent as it is, and ``on_close`` run when it ends, sent or not (a turn given
-    back once the client has the body, or has gone)."""
+    """``response`` (any: bytes, a spool) sent as it is, and ``on_close`` run when it ends,
+    sent or not (a turn given back once the client has the body, or has gone)."""
 
     def __init__(self, response: Response, on_close: Callable[[], None]) -> None:
-        super().__init__(response.body, status_code=response.status_code)
+        super().__init__(status_code=response.status_code)
+        # The same list: a header set on either is sent.
         self.raw_headers = response.raw_headers
-        self.background = response.background
+        self.response = response
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
-            await super().__call__(scope, receive, send)
+            await self.response(scope, receive, send)
         finally:
             self.on_close()
 
@@ -86,22 +150,14 @@ class SpooledResponse(Response):
     sent from it: nothing the body was made from (a connection, a thread, the documents) is
     held while the client reads. The spool is read a slice at a time in a thread of this
     response's own (a read from disk never blocks the event loop, and never waits for the
-    worker threads the requests share); ``on_close`` runs when the response ends, sent or not.
+    worker threads the requests share); it is closed when the response ends, sent or not.
     """
 
-    def __init__(
-        self,
-        spool: BinaryIO,
-        *,
-        media_type: str,
-        headers: dict[str, str],
-        on_close: Callable[[], None],
-    ) -> None:
+    def __init__(self, spool: BinaryIO, *, media_type: str, headers: dict[str, str]) -> None:
         size = spool.tell()
         spool.seek(0)
         super().__init__(media_type=media_type, headers=headers | {"Content-Length": str(size)})
         self.spool = spool
-        self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         reader = CapacityLimiter(1)
@@ -120,4 +176,3 @@ class SpooledResponse(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             self.spool.close()
-            self.on_close()

@@ -29,6 +29,8 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
 
     model = FeatureContext
     key = ("feature_id",)
+    # The context's head; ``size_bytes`` the whole file's, its notes included.
+    documents = {"content": col(FeatureContext.size_bytes)}
     # Where a note appended to the context goes: one past its last (a read of the index).
     read_along = (
         select(func.coalesce(func.max(HANDOVERS.c.position) + 1, 0))
@@ -104,6 +106,7 @@ class WorkflowRepository(ProjectScopedRepository[FeatureWorkflow]):
 
     model = FeatureWorkflow
     key = ("feature_id",)
+    documents = {"content": col(FeatureWorkflow.size_bytes)}
 
     def delete_for(self, project_id: int, feature_id: str) -> None:
         self.session.execute(

@@ -8,9 +8,10 @@ from app.core.conditional import if_match, if_match_or_create_only
 from app.core.deps import Reader, ReadSession
 from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
+from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.params import UTCInstant
-from app.core.responses import ResponsesDoc, document_response
+from app.core.responses import ResponsesDoc, download
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.features import breaker, service
@@ -102,19 +103,25 @@ def _add_file_routes(
     @router.get(
         path,
         response_class=Response,
-        responses=responses | {304: {"description": "Unchanged (If-None-Match)."}},
+        responses=responses
+        | {304: {"description": "Unchanged (If-None-Match)."}, 429: LARGE_FILE_EXPORTS_ALL_RUNNING},
         name=f"export_{name}",
         description=exported,
     )
-    def export(
+    async def export(
         project: ProjectName,
         feature: FeatureName,
         request: Request,
         session: ReadSession,
         principal: Reader,
     ) -> Response:
-        download = service.download(session, principal.tenant, project, file, feature)
-        return document_response(request, download)
+        tenant = principal.tenant
+        return await download(
+            request,
+            session,
+            tenant,
+            lambda up_to: service.download(session, tenant, project, file, feature, up_to),
+        )
 
     @router.put(
         path,

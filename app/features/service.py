@@ -25,8 +25,10 @@ from app.core import redaction
 from app.core.conditional import Precondition
 from app.core.db import utcnow
 from app.core.documents import (
+    ANY_SIZE,
     Download,
     changed_parts_columns,
+    check_size,
     parted_columns,
     set_content,
     whole_content,
@@ -65,12 +67,21 @@ class FeatureFile(Generic[FileRow, Prepared]):
 
 
 def download(
-    session: Session, tenant: str, project: str, file: FeatureFile[Any, Any], feature_id: str
+    session: Session,
+    tenant: str,
+    project: str,
+    file: FeatureFile[Any, Any],
+    feature_id: str,
+    up_to: int = ANY_SIZE,
 ) -> Download:
-    """The feature's file, byte for byte as stored."""
-    row = file.repository(session).get(project_id(session, tenant, project), feature_id)
-    if row is None:
+    """The feature's file, byte for byte as stored; ``Oversized``, and none of it read, when
+    over ``up_to`` bytes."""
+    pid = project_id(session, tenant, project)
+    found = file.repository(session).get_within(pid, feature_id, document="content", up_to=up_to)
+    if found is None:
         raise file.not_found(feature_id)
+    row, size = found
+    check_size(row.etag, size, up_to)
     return Download(filename=file.filename, etag=row.etag, content=_whole(session, row))
 
 

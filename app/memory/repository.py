@@ -10,11 +10,13 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     bindparam,
+    case,
     func,
     literal,
     text,
     update,
 )
+from sqlalchemy.orm import Mapped
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -70,10 +72,34 @@ def _live(
     ]
 
 
+def _live_in_order(column: ColumnElement[Any] | Mapped[Any]) -> SelectOfScalar[Any]:
+    """``column`` of each item of the bound ``kind`` not archived, in file order."""
+    return (
+        select(column)
+        .where(*_live(bindparam("kind"), bindparam("project_id")))
+        .order_by(col(MemoryItem.position), col(MemoryItem.id))
+    )
+
+
+# The bytes of the items a list file holds, together (not correlated to the rows around it).
+LIVE_SIZE = (
+    select(func.coalesce(func.sum(func.length(col(MemoryItem.content))), 0))
+    .where(*_live(bindparam("kind"), bindparam("project_id")))
+    .correlate(None)
+    .scalar_subquery()
+)
+LIVE_CONTENTS = _live_in_order(col(MemoryItem.content))
+# Each item's document when they are at most ``up_to`` bytes together, else a NULL each.
+LIVE_CONTENTS_WITHIN = _live_in_order(
+    case((bindparam("up_to") >= LIVE_SIZE, col(MemoryItem.content)))
+)
+
+
 class SummaryRepository(ProjectScopedRepository[MemorySummary]):
     """A project's running summary: its one row."""
 
     model = MemorySummary
+    documents = {"content": func.length(col(MemorySummary.content))}
 
 
 class FileStyleRepository(ProjectScopedRepository[MemoryFileStyle]):
@@ -205,12 +231,16 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         """The documents of the items of ``kind`` not archived, in file order: the file's
         contents, the column alone (no rows, whose search text is up to 100,000 characters an
         item)."""
-        statement = (
-            select(MemoryItem.content)
-            .where(*_live(kind, project_id))
-            .order_by(col(MemoryItem.position), col(MemoryItem.id))
+        return list(
+            self.session.exec(LIVE_CONTENTS, params={"kind": kind, "project_id": project_id})
         )
-        return list(self.session.exec(statement))
+
+    def live_contents_within(self, project_id: int, kind: str, up_to: int) -> list[bytes] | None:
+        """``live_contents`` when they are at most ``up_to`` bytes together; else None, and
+        none of them read. One statement either way."""
+        parameters = {"kind": kind, "project_id": project_id, "up_to": up_to}
+        contents = list(self.session.exec(LIVE_CONTENTS_WITHIN, params=parameters))
+        return None if None in contents else contents
 
     def newest(self, project_id: int, kind: str, limit: int) -> list[MemoryItem]:
         """The ``limit`` newest live items of ``kind``."""

@@ -7,12 +7,12 @@ from app.core.body import DecodedRequest, raw_body
 from app.core.conditional import if_match, if_match_or_create_only, not_modified
 from app.core.constraints import IDENTIFIER_PATTERN, path_segment
 from app.core.deps import Reader, ReadSession, get_settings
-from app.core.documents import Download
 from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
+from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ResponsesDoc, document_response, location_under
+from app.core.responses import ResponsesDoc, download, location_under
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import jsondoc
@@ -71,6 +71,7 @@ JSON_FILE: ResponsesDoc = {
         "content": {"application/json": {"schema": {}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
+    429: LARGE_FILE_EXPORTS_ALL_RUNNING,
 }
 
 
@@ -99,7 +100,7 @@ def _summary_response(receipt: SummaryReceipt) -> Response:
 
 
 @router.get("/running-summary", response_class=Response, responses=JSON_FILE)
-def get_running_summary(
+async def get_running_summary(
     project: ProjectName,
     request: Request,
     session: ReadSession,
@@ -107,8 +108,12 @@ def get_running_summary(
     style: StyleQuery = None,
 ) -> Response:
     """`running-summary.json`, exactly (the same as `files/running-summary.json`)."""
-    return document_response(
-        request, service.summary_file(session, principal.tenant, project, style)
+    tenant = principal.tenant
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.summary_file(session, tenant, project, style, up_to),
     )
 
 
@@ -141,7 +146,7 @@ def _put_summary(
 
 
 @router.get("/files/{name}", response_class=Response, responses=JSON_FILE)
-def export_file(
+async def export_file(
     project: ProjectName,
     name: MemoryFileName,
     request: Request,
@@ -150,13 +155,23 @@ def export_file(
     style: StyleQuery = None,
 ) -> Response:
     """A file exactly as the tools write it (`json.dumps(doc, indent=2)`), in the key style
-    it was imported in unless `style` says otherwise. List files hold the items not archived."""
-    file: Download
+    it was imported in unless `style` says otherwise. List files hold the items not archived.
+    A file over the body limit is sent in an export turn (a 429 when none comes)."""
+    tenant = principal.tenant
     if name is MemoryFileName.running_summary:
-        file = service.summary_file(session, principal.tenant, project, style)
-    else:
-        file = service.items_file(session, principal.tenant, project, FILE_KINDS[name], style)
-    return document_response(request, file)
+        return await download(
+            request,
+            session,
+            tenant,
+            lambda up_to: service.summary_file(session, tenant, project, style, up_to),
+        )
+    kind = FILE_KINDS[name]
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.items_file(session, tenant, project, kind, style, up_to),
+    )
 
 
 @router.put(

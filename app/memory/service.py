@@ -12,7 +12,14 @@ from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.constraints import MAX_LIST_ITEMS
 from app.core.db import utcnow
-from app.core.documents import Download, document_columns, set_content
+from app.core.documents import (
+    ANY_SIZE,
+    Download,
+    Oversized,
+    check_size,
+    document_columns,
+    set_content,
+)
 from app.core.errors import Conflict, FieldError, InvalidContent, NotFound
 from app.formats import jsondoc
 from app.formats import project_memory as codec
@@ -94,12 +101,22 @@ def _summary_over_limit(counted: int, limit: int, over_limit: OverLimit) -> list
     ]
 
 
-def summary_file(session: Session, tenant: str, project: str, style: Style | None) -> Download:
-    row = SummaryRepository(session).get(project_id(session, tenant, project))
-    if row is None:
+def summary_file(
+    session: Session, tenant: str, project: str, style: Style | None, up_to: int = ANY_SIZE
+) -> Download:
+    """The running summary (in ``style``: as stored, if None); ``Oversized``, and none of it
+    read, when stored over ``up_to`` bytes."""
+    pid = project_id(session, tenant, project)
+    found = SummaryRepository(session).get_within(pid, document="content", up_to=up_to)
+    if found is None:
         raise NotFound(f"Project {project!r} has no running summary.")
+    row, size = found
     if style is None or style == row.style:
+        check_size(row.etag, size, up_to)
         return Download.of(SUMMARY_FILE, row.content)
+    # Another style's file has an ETag of its own, known once it is rendered.
+    if size > up_to:
+        raise Oversized(None)
     return Download.of(SUMMARY_FILE, codec.render(jsondoc.load(row.content), style))
 
 
@@ -375,12 +392,21 @@ def _render_items(contents: list[bytes], style: Style) -> bytes:
 
 
 def items_file(
-    session: Session, tenant: str, project: str, kind: ItemKind, style: Style | None
+    session: Session,
+    tenant: str,
+    project: str,
+    kind: ItemKind,
+    style: Style | None,
+    up_to: int = ANY_SIZE,
 ) -> Download:
-    """The file: every item not archived, in file order."""
+    """The file: every item not archived, in file order; ``Oversized``, and none of them
+    read, when the items are over ``up_to`` bytes together (the file's ETag is known only
+    once it is rendered)."""
     pid = project_id(session, tenant, project)
     chosen = style or _style_of(session, pid, kind)
-    contents = ItemRepository(session).live_contents(pid, kind.value)
+    contents = ItemRepository(session).live_contents_within(pid, kind.value, up_to)
+    if contents is None:
+        raise Oversized(None)
     return Download.of(ITEM_FILES[kind], _render_items(contents, chosen))
 
 

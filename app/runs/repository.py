@@ -1,4 +1,4 @@
-from sqlalchemy import bindparam, delete, update
+from sqlalchemy import bindparam, delete, func, update
 from sqlmodel import Session, col, select
 
 from app.core.db import (
@@ -32,6 +32,8 @@ REPLACE_PART = DriverStatement(
 class RunRepository(ProjectScopedRepository[RunState]):
     model = RunState
     key = ("run",)
+    # The state's head (``size_bytes`` the whole file's, its entries included) and its backup.
+    documents = {"content": col(RunState.size_bytes), "backup": func.length(col(RunState.backup))}
     # The stored part of the bead an iteration changes (``bead_key``), if the run has one.
     read_along = (
         select(BEADS.c.part)

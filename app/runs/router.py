@@ -6,8 +6,9 @@ from app.core.deps import Reader, ReadSession
 from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName, RunName
 from app.core.json import FastJSONResponse
+from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ResponsesDoc, document_response
+from app.core.responses import ResponsesDoc, download
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.runs import service
@@ -31,6 +32,7 @@ STATE_FILE: ResponsesDoc = {
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
+    429: LARGE_FILE_EXPORTS_ALL_RUNNING,
 }
 BACKUP_FILE: ResponsesDoc = {
     200: {
@@ -38,6 +40,7 @@ BACKUP_FILE: ResponsesDoc = {
         "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
+    429: LARGE_FILE_EXPORTS_ALL_RUNNING,
 }
 STATE_SCHEMA = {"type": "object", "description": "An atari state document, version 1 or 2."}
 
@@ -93,23 +96,33 @@ def put_state(
 
 
 @router.get("/runs/{run}/state", response_class=Response, responses=STATE_FILE)
-def export_state(
+async def export_state(
     project: ProjectName, run: RunName, request: Request, session: ReadSession, principal: Reader
 ) -> Response:
     """`.atari/state.json` byte for byte as atari writes it (`json.MarshalIndent`, two
-    spaces): struct field order, raw UTF-8, `<`, `>`, `&` escaped, no trailing newline."""
-    return document_response(request, service.get_file(session, principal.tenant, project, run))
+    spaces): struct field order, raw UTF-8, `<`, `>`, `&` escaped, no trailing newline. A
+    state over the body limit is sent in an export turn (a 429 when none comes)."""
+    tenant = principal.tenant
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.get_file(session, tenant, project, run, up_to),
+    )
 
 
 @router.get("/runs/{run}/state/backup", response_class=Response, responses=BACKUP_FILE)
-def export_backup(
+async def export_backup(
     project: ProjectName, run: RunName, request: Request, session: ReadSession, principal: Reader
 ) -> Response:
     """`.atari/state.json.backup`: the bytes the last resetting `state:load` set aside,
     byte for byte. 404 when there is none."""
-    return document_response(
+    tenant = principal.tenant
+    return await download(
         request,
-        service.get_backup(session, principal.tenant, project, run),
+        session,
+        tenant,
+        lambda up_to: service.get_backup(session, tenant, project, run, up_to),
         media_type="application/octet-stream",
     )
 

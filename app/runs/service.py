@@ -18,7 +18,14 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import utcnow
-from app.core.documents import Download, changed_parts_columns, parted_columns, whole_content
+from app.core.documents import (
+    ANY_SIZE,
+    Download,
+    changed_parts_columns,
+    check_size,
+    parted_columns,
+    whole_content,
+)
 from app.core.errors import Conflict, NotFound
 from app.formats import atari_state, jsondoc, parts
 from app.formats.errors import Notes
@@ -276,22 +283,35 @@ def store_backup(write: Write, run: str, backup: bytes) -> RunSummary:
     return summary(RunRepository(write.sessions).add(row))
 
 
-def _read(session: Session, tenant: str, project: str, run: str) -> RunState:
-    row = RunRepository(session).get(project_id(session, tenant, project), run)
-    if row is None:
+def _read(
+    session: Session, tenant: str, project: str, run: str, document: str, up_to: int
+) -> tuple[RunState, int]:
+    """The run's row and the size of its ``document``, read only if at most ``up_to``."""
+    pid = project_id(session, tenant, project)
+    found = RunRepository(session).get_within(pid, run, document=document, up_to=up_to)
+    if found is None:
         raise _not_found(run)
-    return row
+    return found
 
 
-def get_file(session: Session, tenant: str, project: str, run: str) -> Download:
-    row = _read(session, tenant, project, run)
+def get_file(
+    session: Session, tenant: str, project: str, run: str, up_to: int = ANY_SIZE
+) -> Download:
+    """The state file; ``Oversized``, and none of it read, when over ``up_to`` bytes."""
+    row, size = _read(session, tenant, project, run, "content", up_to)
+    check_size(row.etag, size, up_to)
     return Download(filename=atari_state.FILENAME, etag=row.etag, content=_whole(session, row))
 
 
-def get_backup(session: Session, tenant: str, project: str, run: str) -> Download:
-    row = _read(session, tenant, project, run)
-    if row.backup is None or row.backup_etag is None:
+def get_backup(
+    session: Session, tenant: str, project: str, run: str, up_to: int = ANY_SIZE
+) -> Download:
+    """The backup; ``Oversized``, and none of it read, when over ``up_to`` bytes."""
+    row, size = _read(session, tenant, project, run, "backup", up_to)
+    if row.backup_etag is None:
         raise NotFound(f"Run {run!r} has no backup: state:load never set a file aside.")
+    check_size(row.backup_etag, size, up_to)
+    assert row.backup is not None  # set with its ETag
     return Download(filename=atari_state.BACKUP_FILENAME, etag=row.backup_etag, content=row.backup)
 
 

@@ -2,19 +2,30 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete
+from sqlalchemy import CursorResult, bindparam, delete
+from sqlalchemy import select as select_rows
 from sqlmodel import col, select
 
 from app.core.db import DriverStatement, indexed, insert_bound, table_of
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
-from app.storage.repository import ProjectScopedRepository
+from app.storage.repository import ProjectScopedRepository, within
 
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
 NEWEST_FIRST = [SortKey(Save.timestamp), SortKey(Save.number)]
 INSERT_PHASE_STATUSES = DriverStatement(
     insert_bound(table_of(SavePhaseStatus), ("save_id", "phase", "status"))
+)
+
+# The project's newest save, its file read only if it is not too large (``within``).
+LATEST_WITHIN = within(
+    select_rows(Save)
+    .where(col(Save.project_id) == bindparam("project_id"))
+    .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
+    .limit(1),
+    col(Save.content),
+    col(Save.size_bytes),
 )
 
 Position = tuple[datetime, int]
@@ -36,6 +47,8 @@ class SaveRepository(ProjectScopedRepository[Save]):
 
     model = Save
     key = ("number",)
+    # The file's own size: what a client that takes no gzip is sent.
+    documents = {"content": col(Save.size_bytes)}
 
     def add_phase_statuses(self, save_id: int, phase_statuses: dict[str, str]) -> None:
         # Keyed as stored: names that differ only in unstorable characters, or past the
@@ -56,14 +69,10 @@ class SaveRepository(ProjectScopedRepository[Save]):
         )
         return self.session.exec(statement).first()
 
-    def latest(self, project_id: int) -> Save | None:
-        statement = (
-            select(Save)
-            .where(Save.project_id == project_id)
-            .order_by(col(Save.timestamp).desc(), col(Save.number).desc())
-            .limit(1)
-        )
-        return self.session.exec(statement).first()
+    def latest_within(self, project_id: int, up_to: int) -> tuple[Save, int] | None:
+        """The newest save (by ``timestamp``) as ``get_within`` reads one."""
+        parameters = {"project_id": project_id, "up_to": up_to}
+        return self.read_within(LATEST_WITHIN, parameters, "content")
 
     def position_of_newest(self, project_id: int, nth: int) -> Position | None:
         """The position of the project's ``nth`` newest save (1: the latest); None when it

@@ -11,10 +11,10 @@ from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
-from app.core.limits import BULK_IMPORTS_ALL_RUNNING
+from app.core.limits import BULK_IMPORTS_ALL_RUNNING, LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
-from app.core.responses import ResponsesDoc, document_response, location_under
+from app.core.responses import ResponsesDoc, download, location_under
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import mdan_save
@@ -33,6 +33,7 @@ SAVE_FILE: ResponsesDoc = {
         "content": {"application/json": {"schema": {"type": "object"}}},
     },
     304: {"description": "Unchanged (If-None-Match)."},
+    429: LARGE_FILE_EXPORTS_ALL_RUNNING,
 }
 
 
@@ -108,15 +109,21 @@ def list_saves(
 
 
 @router.get("/saves/latest", response_class=Response, responses=SAVE_FILE)
-def latest_save(
+async def latest_save(
     project: ProjectName, request: Request, session: ReadSession, principal: Reader
 ) -> Response:
     """The newest save (by its `timestamp`), exactly as it was stored."""
-    return document_response(request, service.latest_file(session, principal.tenant, project))
+    tenant = principal.tenant
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.latest_file(session, tenant, project, up_to),
+    )
 
 
 @router.get("/saves/{save_id}", response_class=Response, responses=SAVE_FILE)
-def export_save(
+async def export_save(
     project: ProjectName,
     save_id: SaveNumber,
     request: Request,
@@ -124,8 +131,15 @@ def export_save(
     principal: Reader,
 ) -> Response:
     """The save file exactly: `json.dumps(save, indent=2)`; with `Accept-Encoding: gzip`
-    it is sent compressed."""
-    return document_response(request, service.get_file(session, principal.tenant, project, save_id))
+    it is sent compressed. A save over the body limit is sent in an export turn (a 429 when
+    none comes)."""
+    tenant = principal.tenant
+    return await download(
+        request,
+        session,
+        tenant,
+        lambda up_to: service.get_file(session, tenant, project, save_id, up_to),
+    )
 
 
 @router.post("/saves/{save_id}/resume", response_model=ResumeResult)

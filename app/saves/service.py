@@ -8,7 +8,7 @@ from sqlmodel import Session
 from app.core import redaction
 from app.core.conditional import Precondition, etag_of
 from app.core.db import INDEXED_CHARACTERS, utcnow
-from app.core.documents import Download
+from app.core.documents import ANY_SIZE, Download, check_size
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
@@ -146,25 +146,32 @@ def _not_found(number: int) -> NotFound:
     return NotFound(f"No save {number!r} in this project.")
 
 
-def _download(save: Save) -> Download:
+def _download(found: tuple[Save, int], up_to: int) -> Download:
+    save, size = found
+    check_size(save.etag, size, up_to)
     return Download(
         filename=save.filename, etag=save.etag, content=save.content, gzipped=save.content_gzipped
     )
 
 
-def get_file(session: Session, tenant: str, project: str, number: int) -> Download:
-    """The project's save of this number (the id the API shows)."""
-    save = SaveRepository(session).get(project_id(session, tenant, project), number)
-    if save is None:
+def get_file(
+    session: Session, tenant: str, project: str, number: int, up_to: int = ANY_SIZE
+) -> Download:
+    """The project's save of this number (the id the API shows); ``Oversized``, and none of
+    it read, when the file is over ``up_to`` bytes."""
+    pid = project_id(session, tenant, project)
+    found = SaveRepository(session).get_within(pid, number, document="content", up_to=up_to)
+    if found is None:
         raise _not_found(number)
-    return _download(save)
+    return _download(found, up_to)
 
 
-def latest_file(session: Session, tenant: str, project: str) -> Download:
-    save = SaveRepository(session).latest(project_id(session, tenant, project))
-    if save is None:
+def latest_file(session: Session, tenant: str, project: str, up_to: int = ANY_SIZE) -> Download:
+    """As ``get_file``, for the newest save."""
+    found = SaveRepository(session).latest_within(project_id(session, tenant, project), up_to)
+    if found is None:
         raise NotFound(f"Project {project!r} has no saves.")
-    return _download(save)
+    return _download(found, up_to)
 
 
 def list_saves(

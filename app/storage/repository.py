@@ -2,10 +2,28 @@
 added, deleted. Each statement is built once per table, its values bound at each call."""
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Generic, cast
 
-from sqlalchemy import Connection, Executable, ScalarSelect, bindparam, delete, inspect, update
-from sqlalchemy.orm import configure_mappers, make_transient_to_detached
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    ScalarSelect,
+    bindparam,
+    case,
+    delete,
+    inspect,
+    update,
+)
+from sqlalchemy import Select as RowsSelect
+from sqlalchemy import select as select_rows
+from sqlalchemy.orm import (
+    Mapped,
+    QueryableAttribute,
+    configure_mappers,
+    defer,
+    make_transient_to_detached,
+)
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 from sqlmodel import Session, SQLModel, select
@@ -34,7 +52,13 @@ class ProjectScopedRepository(Generic[RowT]):
     """A value some writes need with the row, read in its locking look-up (``locked_with``):
     a scalar subquery of another table correlated to this one, whose parameters the caller
     binds (None: the table has none)."""
+    documents: ClassVar[Mapping[str, ColumnElement[int] | Mapped[int]]] = {}
+    """The row's documents a client downloads, by column, each with its size in bytes as an
+    expression of the row (a size column, or the column's ``length``, for which neither
+    database reads the value: SQLite reads a blob's header, PostgreSQL its TOAST pointer):
+    ``get_within`` reads such a document only when it is not too large."""
     _lookups: ClassVar[dict[bool, SelectOfScalar[Any]]]
+    _lookups_within: ClassVar[dict[str, RowsSelect[Any]]]
     # The locking look-up with ``read_along``: through the ORM session, and on the connection.
     _lookup_along: ClassVar[Select[SQLModel, Any]]
     _driver_lookup_along: ClassVar[DriverStatement]
@@ -53,6 +77,10 @@ class ProjectScopedRepository(Generic[RowT]):
         conditions = [table.c[name] == bindparam(name) for name in ("project_id", *cls.key)]
         lookup = select(cls.model).where(*conditions)
         cls._lookups = {False: lookup, True: lookup.with_for_update()}
+        cls._lookups_within = {
+            name: within(select_rows(cls.model).where(*conditions), getattr(cls.model, name), size)
+            for name, size in cls.documents.items()
+        }
         driver_lookup = table.select().where(*conditions)
         cls._driver_lookups = {
             False: DriverStatement(driver_lookup),
@@ -96,6 +124,29 @@ class ProjectScopedRepository(Generic[RowT]):
         )
         row: RowT | None = None if found is None else found[0]
         return row
+
+    def get_within(
+        self, project_id: int, *key: Any, document: str, up_to: int
+    ) -> tuple[RowT, int] | None:
+        """The row (as ``get``) and the size of its ``document`` (one of ``documents``), whose
+        bytes are read only if they are at most ``up_to``: else the row's attribute is left
+        unread (reading it raises), for a download that must take a turn before it reads them.
+        One statement either way, as ``get``."""
+        parameters = {**self._parameters(project_id, key), "up_to": up_to}
+        return self.read_within(self._lookups_within[document], parameters, document)
+
+    def read_within(
+        self, statement: RowsSelect[Any], parameters: Mapping[str, Any], document: str
+    ) -> tuple[RowT, int] | None:
+        """The first row of a statement made by ``within`` (``document`` its column's name),
+        and its document's size; the document's bytes set as the row's when they were read."""
+        found = self.session.execute(statement, parameters).first()
+        if found is None:
+            return None
+        row, size, content = found
+        if content is not None:
+            set_committed_value(row, document, content)
+        return row, size
 
     def locked_with(self, project_id: int, *key: Any, **bound: Any) -> tuple[RowT | None, Any]:
         """As ``get(..., for_update=True)``, and ``read_along``'s value for the row (``bound``
@@ -212,6 +263,19 @@ class ProjectScopedRepository(Generic[RowT]):
     def delete(self, row: RowT) -> None:
         self.session.delete(row)
         self.session.flush()
+
+
+def within(
+    statement: RowsSelect[Any], document: Mapped[Any], size: ColumnElement[int] | Mapped[int]
+) -> RowsSelect[Any]:
+    """``statement`` of a table's rows with two columns more: ``size``, and ``document``'s
+    bytes when ``size`` is at most the bound ``up_to`` (else NULL); the row's own attribute
+    for it is never loaded (reading it raises rather than load the bytes unseen)."""
+    # ``col`` types a column as Mapped; at runtime it is the class's attribute, as defer takes.
+    attribute = cast(QueryableAttribute[Any], document)
+    return statement.add_columns(size, case((size <= bindparam("up_to"), document))).options(
+        defer(attribute, raiseload=True)
+    )
 
 
 def prebuilt(
