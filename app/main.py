@@ -1,5 +1,7 @@
 """The app factory: settings, database, routers, error handlers, middleware."""
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -36,6 +38,7 @@ from app.keys.service import principal_for
 from app.mcp_server.http import install_mcp
 from app.memory.router import router as memory_router
 from app.projects import resources as project_resources
+from app.projects import service as project_service
 from app.projects.router import router as projects_router
 from app.runs.router import router as runs_router
 from app.saves.router import router as saves_router
@@ -73,9 +76,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             "a different request, and a list's cursor handed out before a restart or by "
             "another replica is refused (422: the client starts the list again)"
         )
+    # Deletes an earlier process began and did not end: their projects are hidden already, and
+    # their rows go in batches between the writes of the requests served meanwhile.
+    app.state.finishing_deletes = asyncio.create_task(project_service.finish_deletes(database))
     try:
         yield
     finally:
+        app.state.finishing_deletes.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await app.state.finishing_deletes
         database.dispose()
 
 

@@ -208,3 +208,13 @@ def hold_first_call(
 
     monkeypatch.setattr(owner, name, held)
     return entered, release
+
+
+def wait_for_the_starts_deletes(started: Any) -> None:
+    """In a started app (a TestClient in its ``with`` block), until the deletes its start
+    finishes (``app/projects/service.py`` ``finish_deletes``) are done."""
+
+    async def finished() -> None:
+        await started.app.state.finishing_deletes
+
+    started.portal.call(finished)

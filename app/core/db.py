@@ -545,8 +545,8 @@ class Database:
 
     def write_transaction(self) -> AbstractContextManager[Session]:
         """The writer's session: committed when the block succeeds, rolled back when it
-        raises. For the writes that change no project's contents (an API key, a project's
-        delete); a project's writes run on ``write_connection``."""
+        raises. For the writes that change no project's contents (an API key); a project's
+        writes, and its delete's, run on ``write_connection``."""
         return session_scope(self.write_session())
 
 

@@ -1,10 +1,27 @@
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy
-from sqlalchemy import BindParameter, Connection, Insert, String, bindparam, exists, func, update
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    ColumnElement,
+    Connection,
+    Delete,
+    Insert,
+    Integer,
+    String,
+    Table,
+    bindparam,
+    delete,
+    exists,
+    func,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlmodel import Session, col, select
+from sqlmodel import Session, SQLModel, col, select
 
 from app.core.db import DriverStatement, UTCDateTime, table_of
 from app.core.pagination import SortKey, paginate
@@ -12,6 +29,12 @@ from app.projects.models import Project
 from app.projects.resources import PROJECT_RESOURCES
 
 PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]
+
+# The tenant a project is moved to when its delete begins, under its id as its name. No tenant
+# has this name (a tenant is an identifier: app/core/identifiers.py), so from that first write
+# every query of a tenant's projects, which all look them up by tenant and name, finds it gone,
+# and a write to its name makes a new project, while its rows are deleted in batches.
+DELETING_TENANT = "#deleting"
 
 
 # The keys domain's table, by its name and the two columns the upsert reads, rather than its
@@ -102,6 +125,64 @@ def touch_project(
     return None if found is None else int(found[0])
 
 
+@functools.cache
+def _held_rows_deletes() -> tuple[Delete, ...]:
+    """One DELETE for each table that holds a project's rows, leaves first: what the project's
+    row cascades to (every table with a foreign key to ``projects``, and every table with one
+    to such a table, as ``save_phase_statuses`` to ``saves``), found in the tables' own
+    foreign keys. Each deletes up to ``:rows`` of the project's (``:project_id``) rows, so that
+    no delete cascades beyond its own. Built at the first delete, when every table is defined
+    (the app factory imports them all, ``app/models.py``)."""
+    project_id = bindparam("project_id", type_=BigInteger())
+    rows = bindparam("rows", type_=Integer())
+    projects = table_of(Project)
+    # Each held table's rows of the project; a dict keeps the tables in their order.
+    scopes: dict[Table, ColumnElement[bool]] = {}
+    for table in SQLModel.metadata.sorted_tables:  # a table after every table it refers to
+        # Its own key to the project first, when it has one (a handover's, beside its
+        # context's).
+        keys = sorted(table.foreign_keys, key=lambda key: key.column.table is not projects)
+        for key in keys:
+            parent = key.column.table
+            if parent is projects:
+                scopes[table] = key.parent == project_id
+                break
+            if parent in scopes:
+                scopes[table] = key.parent.in_(sqlalchemy.select(key.column).where(scopes[parent]))
+                break
+    deletes = []
+    for table, scope in reversed(scopes.items()):
+        primary = tuple(table.primary_key.columns)
+        chosen = sqlalchemy.select(*primary).where(scope).limit(rows)
+        row = primary[0] if len(primary) == 1 else tuple_(*primary)
+        deletes.append(delete(table).where(row.in_(chosen)))
+    return tuple(deletes)
+
+
+_DELETE_PROJECT = delete(_PROJECTS).where(_PROJECTS.c.id == bindparam("project_id"))
+
+
+def delete_project_rows(connection: Connection, project_id: int, rows: int) -> bool:
+    """Deletes up to ``rows`` of the project's rows, from the first table, leaves first, that
+    holds any; once none is left, the project's own row. Whether the project is gone.
+
+    Two processes finishing one delete at once (a start's and a request's) may, on
+    PostgreSQL, each find the rows a statement chose deleted by the other, and go on to the
+    next table: the project's row then takes what is left with it (every key to it cascades),
+    in that one statement."""
+    for statement in _held_rows_deletes():
+        if connection.execute(statement, {"project_id": project_id, "rows": rows}).rowcount:
+            return False
+    connection.execute(_DELETE_PROJECT, {"project_id": project_id})
+    return True
+
+
+def projects_being_deleted(connection: Connection) -> list[int]:
+    """The projects whose delete began (``ProjectRepository.hide``) and has not ended."""
+    statement = sqlalchemy.select(_PROJECTS.c.id).where(_PROJECTS.c.tenant == DELETING_TENANT)
+    return [int(found) for found in connection.execute(statement).scalars()]
+
+
 class ProjectRepository:
     """Every query is scoped by tenant here, so no caller can forget to."""
 
@@ -147,7 +228,10 @@ class ProjectRepository:
                 counts[project_id][resource] = count
         return counts
 
-    def delete(self, project: Project) -> None:
-        # The resources go with it: every foreign key to projects is ON DELETE CASCADE.
-        self.session.delete(project)
-        self.session.flush()
+    def hide(self, project_id: int) -> None:
+        """The project moved out of its tenant's sight (``DELETING_TENANT``), its name free."""
+        self.session.connection().execute(
+            update(_PROJECTS)
+            .where(_PROJECTS.c.id == project_id)
+            .values(tenant=DELETING_TENANT, name=str(project_id))
+        )

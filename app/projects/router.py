@@ -42,11 +42,14 @@ def get_project(
 
 
 @router.delete("/{project}", status_code=204, response_class=Response)
-def delete_project(project: ProjectName, request: Request, principal: Writer) -> Response:
-    """Delete the project and everything stored in it. Honours If-Match."""
-    precondition = if_match(request)
+async def delete_project(project: ProjectName, request: Request, principal: Writer) -> Response:
+    """Delete the project and everything stored in it. Honours If-Match. The project is gone
+    from the delete's first write on: reads and lists no longer find it, and a write to its
+    name meanwhile makes a new, empty project. Its contents then go in batches, other writes
+    running between them; the answer comes once the last is gone."""
     # Not a write to the project's contents (app/storage): it locks the project as it finds
-    # it, never creates it.
-    with get_database(request).write_transaction() as session:
-        service.delete_project(session, principal.tenant, project, precondition)
+    # it, never creates it, and runs its writes in the write turns itself.
+    await service.delete_project(
+        get_database(request), principal.tenant, project, if_match(request)
+    )
     return Response(status_code=204)

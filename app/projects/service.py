@@ -1,13 +1,48 @@
-"""Projects spring into being on a first write and go away with everything in them."""
+"""Projects spring into being on a first write and go away with everything in them.
 
+A project's delete holds the writer a short write at a time. Its first write takes the
+project's lock, checks the client's precondition and moves the project out of its tenant's
+sight (``ProjectRepository.hide``): from its commit on the project is gone for every read, list
+and delete, and a write to its name makes a new, empty project, a row of its own. The hidden
+project's rows are then deleted in batches, each a write of its own in the write turns
+(``app/core/write_turns.py``), so that the writes queued meanwhile, any tenant's, run between
+them: SQLite has one writer, and a project of 1,000 failures of 100 KB deleted in one
+transaction held it 15-22 s. The delete answers once the project's last row is gone. A delete
+cut short (the process ended, a write failed, the request cancelled at shutdown) leaves the
+project hidden, never half visible; each start deletes the rest (``finish_deletes``).
+"""
+
+import functools
+import logging
+import time
+
+from anyio import to_thread
 from sqlmodel import Session
 
 from app.core.conditional import Precondition, etag_of
+from app.core.db import Database, WriteSession
 from app.core.errors import NotFound
 from app.core.json import dumps
 from app.projects.models import Project
-from app.projects.repository import ProjectRepository
+from app.projects.repository import (
+    DELETING_TENANT,
+    ProjectRepository,
+    delete_project_rows,
+    projects_being_deleted,
+)
 from app.projects.schemas import ProjectPublic
+
+log = logging.getLogger(__name__)
+
+# A delete's write deletes ``DELETE_BATCH_ROWS`` rows a statement until
+# ``DELETE_WRITE_SECONDS`` have passed (or the project is gone), then commits and lets the
+# writes queued behind it run. A row's delete costs from a fraction of a millisecond (an item of
+# 300 bytes) to 15 ms (a failure of 100 KB of distinct words, which SQLite's full-text index
+# forgets word by word): a time, not a count of rows, bounds a write, and a statement's one row
+# how far it runs past that time. With 4 rows a statement 10,000 small items went in 1.3 s
+# against 2.5, but other writes waited up to 134-148 ms against 50-92 (2026-11-27).
+DELETE_BATCH_ROWS = 1
+DELETE_WRITE_SECONDS = 0.02
 
 
 def project_not_found(name: str) -> NotFound:
@@ -37,11 +72,11 @@ def project_etag(project: ProjectPublic) -> str:
 
 def _load(
     repository: ProjectRepository, tenant: str, name: str, *, for_update: bool = False
-) -> tuple[Project, ProjectPublic]:
+) -> tuple[int, ProjectPublic]:
     project = repository.get(tenant, name, for_update=for_update)
     if project is None or project.id is None:
         raise project_not_found(name)
-    return project, _public(project, repository.counts([project.id])[project.id])
+    return project.id, _public(project, repository.counts([project.id])[project.id])
 
 
 def get_project(session: Session, tenant: str, name: str) -> ProjectPublic:
@@ -57,9 +92,64 @@ def list_projects(
     return [_public(p, counts[p.id]) for p in projects if p.id is not None], next_cursor
 
 
-def delete_project(session: Session, tenant: str, name: str, precondition: Precondition) -> None:
-    """``precondition`` receives the current ETag and raises to stop the delete."""
-    repository = ProjectRepository(session)
-    project, public = _load(repository, tenant, name, for_update=True)
-    precondition(project_etag(public))
-    repository.delete(project)
+async def delete_project(
+    database: Database, tenant: str, name: str, precondition: Precondition
+) -> None:
+    """``precondition`` receives the current ETag in the delete's first write and raises to
+    stop the delete, before anything has changed."""
+    # In the project's turn, as its other writes: on PostgreSQL they wait for its lock.
+    hide = functools.partial(_hide, database, tenant, name, precondition)
+    await _delete_rows(database, await database.write_turns.run((tenant, name), hide))
+
+
+async def finish_deletes(database: Database) -> None:
+    """At start: the rest of every project whose delete began and did not end (on this
+    database, by any process), deleted as a delete deletes it. A failure (a database not
+    reachable or not migrated yet) is logged; the next start tries again."""
+    try:
+        unfinished = await to_thread.run_sync(_being_deleted, database)
+        for hidden in unfinished:
+            log.info("finishing the delete of project %d, begun before this start", hidden)
+            await _delete_rows(database, hidden)
+    except Exception:
+        log.warning("finishing the deletes begun before this start failed", exc_info=True)
+
+
+def _being_deleted(database: Database) -> list[int]:
+    with database.read_session() as session:
+        return projects_being_deleted(session.connection())
+
+
+def _hide(database: Database, tenant: str, name: str, precondition: Precondition) -> int:
+    """The delete's first write: the project's id, once it is hidden."""
+    with database.write_connection() as connection:
+        sessions = WriteSession(connection)
+        try:
+            repository = ProjectRepository(sessions.get())
+            found, public = _load(repository, tenant, name, for_update=True)
+            precondition(project_etag(public))
+            repository.hide(found)
+            return found
+        finally:
+            sessions.close()
+
+
+async def _delete_rows(database: Database, hidden: int) -> None:
+    """The hidden project's rows, a write at a time, then its own row."""
+    # The hidden project's own turn (its tenant and name now): on PostgreSQL nothing else
+    # writes to it, and a new project of its old name is written meanwhile without waiting.
+    turn = (DELETING_TENANT, str(hidden))
+    batches = functools.partial(_delete_batches, database, hidden)
+    while not await database.write_turns.run(turn, batches):
+        pass
+
+
+def _delete_batches(database: Database, hidden: int) -> bool:
+    """One write of the delete: batches until ``DELETE_WRITE_SECONDS`` have passed or the
+    project is gone. Whether it is."""
+    with database.write_connection() as connection:
+        started = time.monotonic()
+        while not delete_project_rows(connection, hidden, DELETE_BATCH_ROWS):
+            if time.monotonic() - started >= DELETE_WRITE_SECONDS:
+                return False
+        return True

@@ -1,0 +1,315 @@
+"""A project's delete holds the writer a batch at a time (the hostile client's finding: a
+project of 1,000 failures of 100 KB held SQLite's one writer, and every other tenant's write,
+for the whole delete). From its first write the project is gone for its tenant; its rows then
+go in batches, each a write of its own, and other writes run between them.
+
+Deterministic, never timed: the delete's batches are made small, and a listener on the
+writer's statements, at the delete's first DELETE, sends another write and waits until it has
+either committed or is queued behind the running batch (SQLite: one queue for every write).
+The statements' order then says whether it committed before the delete's last batch.
+"""
+
+import asyncio
+import secrets
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, event, inspect, text
+
+from app.core.migrations import upgrade
+from app.main import create_app
+from app.projects import service
+from app.projects.resources import PROJECT_RESOURCES
+from tests.conftest import Backend, client_for, create_key, make_settings
+from tests.helpers import assert_problem, tar_gz, wait_for_the_starts_deletes, workspace_files
+from tests.platform.world import populate
+
+# In the other write's body, so that its statements are known among the writer's.
+MARKER = "between-the-batches-5c1d"
+# How long the listener lets the other write take to commit or queue: a bound on a wait that
+# a working delete ends at once, not a measure of anything (the old delete, which held the
+# writer, ran into it and then let the other write commit after its own).
+QUEUE_WAIT_SECONDS = 10
+
+
+def _fill(client: TestClient, project: str) -> None:
+    """Rows in every table a project holds: one of everything, and a workspace imported."""
+    populate(client, project)
+    archive = tar_gz(workspace_files())
+    imported = client.post(
+        f"/v1/projects/{project}/archive",
+        content=archive,
+        headers={"Content-Type": "application/gzip"},
+    )
+    assert imported.status_code == 200, imported.text
+    ended = client.post(
+        f"/v1/projects/{project}/runs/run-1/iterations/end",
+        json={"bead_id": "bd-1", "outcome": "completed", "session_id": "session-1"},
+    )
+    assert ended.status_code == 200, ended.text
+    for number in range(12):
+        decision = {"id": f"dec-{number}", "timestamp": number, "decision": f"chose {number}"}
+        assert (
+            client.post(f"/v1/projects/{project}/memory/decisions", json=decision).status_code
+            == 201
+        )
+
+
+def _project_id(engine: Engine, tenant: str, name: str) -> int | None:
+    with engine.connect() as connection:
+        return connection.execute(
+            text("SELECT id FROM projects WHERE tenant = :t AND name = :n"),
+            {"t": tenant, "n": name},
+        ).scalar()
+
+
+def held_rows(engine: Engine, project_id: int) -> dict[str, int]:
+    """The project's rows in every table of the database that holds some: each table with a
+    ``project_id``, each table with a foreign key to one of those, and (SQLite) the
+    full-text index's entries in the project's range of keys (migration 0018)."""
+    schema = inspect(engine)
+    tables = schema.get_table_names()
+    direct = {t for t in tables if "project_id" in {c["name"] for c in schema.get_columns(t)}}
+    queries = {t: f"SELECT COUNT(*) FROM {t} WHERE project_id = :p" for t in direct}
+    for table in set(tables) - direct - {"projects"}:
+        for key in schema.get_foreign_keys(table):
+            if key["referred_table"] in direct:
+                (column,) = key["constrained_columns"]
+                (parent_column,) = key["referred_columns"]
+                parent = key["referred_table"]
+                queries[table] = (
+                    f"SELECT COUNT(*) FROM {table} WHERE {column} IN "
+                    f"(SELECT {parent_column} FROM {parent} WHERE project_id = :p)"
+                )
+    if engine.dialect.name == "sqlite":
+        queries["memory_items_fts"] = (
+            "SELECT COUNT(*) FROM memory_items_fts WHERE rowid BETWEEN (:p << 32) "
+            "AND ((:p + 1) << 32) - 1"
+        )
+    with engine.connect() as connection:
+        return {
+            table: connection.execute(text(query), {"p": project_id}).scalar_one()
+            for table, query in sorted(queries.items())
+        }
+
+
+@contextmanager
+def at_first_delete(engine: Engine, action: Callable[[], None]) -> Iterator[list[str]]:
+    """The writer's statements while the block runs, as "delete" (a DELETE) and "other" (a
+    statement of the other write, by its marker); ``action`` runs once, at the first DELETE,
+    before it."""
+    seen: list[str] = []
+    done = threading.Event()
+
+    def listen(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if MARKER in repr(parameters):
+            seen.append("other")
+        elif statement.lstrip().upper().startswith("DELETE"):
+            if not done.is_set():
+                done.set()
+                action()
+            seen.append("delete")
+
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert done.is_set(), "the delete ran no DELETE"
+
+
+@asynccontextmanager
+async def on_this_loop(app: FastAPI, client: TestClient) -> AsyncIterator[httpx.AsyncClient]:
+    """``client``'s tenant, its requests served on the running event loop, as a server serves
+    every request on one (a TestClient runs each on a loop of its own, and SQLite's write
+    turns keep each loop's writes in a queue of their own)."""
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://testserver", headers=client.headers
+    ) as served:
+        yield served
+
+
+def send_and_wait_until_queued(
+    app: FastAPI, loop: asyncio.AbstractEventLoop, send: Coroutine[Any, Any, httpx.Response]
+) -> "Future[httpx.Response]":
+    """``send`` on ``loop``, from another thread; returns once its write has committed, or is
+    queued for its turn behind the write running (SQLite's one queue), whichever is first."""
+    sent = asyncio.run_coroutine_threadsafe(send, loop)
+    turns = app.state.database.write_turns
+    deadline = time.monotonic() + QUEUE_WAIT_SECONDS
+    while not sent.done() and turns.waiting == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return sent
+
+
+async def _decision(client: httpx.AsyncClient, project: str) -> httpx.Response:
+    body = {"id": "dec-between", "timestamp": 1, "decision": MARKER}
+    return await client.post(f"/v1/projects/{project}/memory/decisions", json=body)
+
+
+def committed_before_the_last_batch(seen: list[str]) -> bool:
+    """Whether the other write's statements came before the delete's last DELETE."""
+    last_delete = len(seen) - 1 - seen[::-1].index("delete")
+    return "other" in seen and seen.index("other") < last_delete
+
+
+def test_another_tenants_write_commits_between_the_batches(
+    app, client, other_client, engine, project, monkeypatch
+):
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    _fill(client, project)
+    sent: list[Future[httpx.Response]] = []
+
+    async def delete() -> None:
+        loop = asyncio.get_running_loop()
+        async with on_this_loop(app, client) as owner, on_this_loop(app, other_client) as other:
+
+            def other_tenant_writes() -> None:
+                sent.append(send_and_wait_until_queued(app, loop, _decision(other, "victim")))
+
+            with at_first_delete(engine, other_tenant_writes) as seen:
+                assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
+            assert (await asyncio.wrap_future(sent[0])).status_code == 201
+        # The other tenant's write committed before the delete's last batch, not after it.
+        assert committed_before_the_last_batch(seen), seen
+
+    asyncio.run(delete())
+    assert_problem(client.get(f"/v1/projects/{project}"), 404)
+
+
+def test_the_project_is_gone_from_the_first_batch_and_its_name_starts_afresh(
+    app, client, engine, tenant, project, monkeypatch
+):
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    _fill(client, project)
+    kept = project + "-kept"
+    client.post(f"/v1/projects/{kept}/memory/decisions", json={"decision": "stays"})
+    old_id = _project_id(engine, tenant, project)
+    assert old_id is not None
+    reads: dict[str, int] = {}
+    sent: list[Future[httpx.Response]] = []
+
+    async def delete() -> None:
+        loop = asyncio.get_running_loop()
+        async with on_this_loop(app, client) as owner:
+
+            def read(path: str) -> httpx.Response:
+                return asyncio.run_coroutine_threadsafe(owner.get(path), loop).result()
+
+            def during_the_delete() -> None:
+                reads["project"] = read(f"/v1/projects/{project}").status_code
+                reads["decisions"] = read(f"/v1/projects/{project}/memory/decisions").status_code
+                listed = read("/v1/projects").json()["items"]
+                reads["listed"] = sum(item["name"] == project for item in listed)
+                # The same name written meanwhile: a new project, which waits for no batch.
+                sent.append(send_and_wait_until_queued(app, loop, _decision(owner, project)))
+
+            with at_first_delete(engine, during_the_delete) as seen:
+                assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
+            assert (await asyncio.wrap_future(sent[0])).status_code == 201
+        assert committed_before_the_last_batch(seen), seen
+
+    asyncio.run(delete())
+    assert reads == {"project": 404, "decisions": 404, "listed": 0}
+    # The name holds the one decision written during the delete, none of the old project's.
+    fresh = client.get(f"/v1/projects/{project}").json()
+    assert fresh["counts"] == dict.fromkeys(PROJECT_RESOURCES, 0) | {"memory_items": 1}
+    decisions = client.get(f"/v1/projects/{project}/memory/decisions").json()["items"]
+    assert [item["id"] for item in decisions] == ["dec-between"]
+    assert _project_id(engine, tenant, project) != old_id
+    assert client.get(f"/v1/projects/{kept}").json()["counts"]["memory_items"] == 1
+
+
+def test_nothing_of_a_deleted_project_is_left_in_any_table(
+    client, engine, tenant, project, monkeypatch
+):
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 4)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    _fill(client, project)
+    project_id = _project_id(engine, tenant, project)
+    assert project_id is not None
+    before = held_rows(engine, project_id)
+    # Every table that holds a project's rows holds some of this one's.
+    assert [table for table, rows in before.items() if rows == 0] == []
+    assert client.delete(f"/v1/projects/{project}").status_code == 204
+    assert held_rows(engine, project_id) == dict.fromkeys(before, 0)
+    with engine.connect() as connection:
+        assert (
+            connection.execute(
+                text("SELECT COUNT(*) FROM projects WHERE id = :p"), {"p": project_id}
+            ).scalar_one()
+            == 0
+        )
+    assert_problem(client.delete(f"/v1/projects/{project}"), 404)
+
+
+def test_a_stale_if_match_stops_the_delete_before_it_hides_anything(client, project, monkeypatch):
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 2)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    _fill(client, project)
+    before = client.get(f"/v1/projects/{project}")
+    assert_problem(client.delete(f"/v1/projects/{project}", headers={"If-Match": '"x"'}), 412)
+    again = client.get(f"/v1/projects/{project}")
+    assert again.json() == before.json()
+    assert again.headers["etag"] == before.headers["etag"]
+    deleted = client.delete(f"/v1/projects/{project}", headers={"If-Match": before.headers["etag"]})
+    assert deleted.status_code == 204
+
+
+def test_a_delete_cut_short_is_finished_at_the_next_start(backend: Backend, monkeypatch):
+    """A delete that stops after its first batches (a crash, the database lost) leaves the
+    project hidden: gone for its tenant, its name free; the next start deletes the rest."""
+    url = backend.new_database_url()
+    upgrade(url)
+    tenant, project = "t-" + secrets.token_hex(6), "proj-" + secrets.token_hex(4)
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    first = create_app(make_settings(url))
+    with TestClient(first):
+        client = client_for(first, create_key(first, tenant), raise_server_exceptions=False)
+        _fill(client, project)
+        engine = first.state.database.writer
+        project_id = _project_id(engine, tenant, project)
+        assert project_id is not None
+        batches = service.delete_project_rows
+        calls: list[int] = []
+
+        def cut_short(connection: Any, project_id: int, rows: int) -> bool:
+            calls.append(rows)
+            if len(calls) == 3:
+                raise RuntimeError("the process dies here")
+            return batches(connection, project_id, rows)
+
+        monkeypatch.setattr(service, "delete_project_rows", cut_short)
+        assert client.delete(f"/v1/projects/{project}").status_code == 500
+        monkeypatch.setattr(service, "delete_project_rows", batches)
+        left = held_rows(engine, project_id)
+        assert sum(left.values()) > 0
+        assert_problem(client.get(f"/v1/projects/{project}"), 404)
+        assert client.get("/v1/projects").json()["items"] == []
+        assert_problem(client.delete(f"/v1/projects/{project}"), 404)
+        assert (
+            client.post(
+                f"/v1/projects/{project}/memory/decisions", json={"decision": "new"}
+            ).status_code
+            == 201
+        )
+        counts = client.get(f"/v1/projects/{project}").json()["counts"]
+        assert counts == dict.fromkeys(PROJECT_RESOURCES, 0) | {"memory_items": 1}
+    # The next start.
+    second = create_app(make_settings(url))
+    with TestClient(second) as started:
+        wait_for_the_starts_deletes(started)
+        assert held_rows(second.state.database.writer, project_id) == dict.fromkeys(left, 0)
+        client = client_for(second, create_key(second, tenant))
+        assert client.get(f"/v1/projects/{project}").json()["counts"]["memory_items"] == 1
