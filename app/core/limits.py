@@ -17,6 +17,9 @@ client may trickle one for minutes: 16 save bodies of 60 MB sent slowly held 1 G
 import itertools
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -253,6 +256,41 @@ class HeldBody:
     def release(self) -> None:
         self._budget.give_back(self._tenant, self.size)
         self.size = 0
+
+
+# The turns kept for a request by what calls the app in process for it (an MCP call, whose
+# tool sends its route's request through the app and holds that answer whole until its own has
+# been sent): None outside such a call.
+_kept_turns: ContextVar[list[Turn] | None] = ContextVar("kept_turns", default=None)
+
+
+@contextmanager
+def keeping_turns() -> Iterator[None]:
+    """Turns taken for responses within the block given back at its end, not when each of
+    those responses ends: an in-process caller that holds their bodies until its own response
+    is sent holds their turns as long."""
+    kept: list[Turn] = []
+    token = _kept_turns.set(kept)
+    try:
+        yield
+    finally:
+        _kept_turns.reset(token)
+        for turn in kept:
+            turn.release()
+
+
+def given_back_when_sent(turn: Turn) -> Callable[[], None]:
+    """What gives ``turn`` back when its response ends: ``turn.release``, or nothing when an
+    in-process caller keeps it (``keeping_turns``) until its own response ends."""
+    kept = _kept_turns.get()
+    if kept is None:
+        return turn.release
+    kept.append(turn)
+    return _keep
+
+
+def _keep() -> None:
+    """The turn stays with the caller that keeps it."""
 
 
 def bulk_import_turns(request: Request) -> Turns:

@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from app.core.conditional import not_modified
 from app.core.deps import get_settings
 from app.core.documents import ANY_SIZE, Download, Oversized
-from app.core.limits import export_turns
+from app.core.limits import export_turns, given_back_when_sent
 from app.formats import gzip as gzip_format
 
 SPOOL_READ_BYTES = 64 * 1024
@@ -117,7 +117,7 @@ async def in_export_turn(request: Request, tenant: str, build: Callable[[], Resp
     except BaseException:
         turn.release()
         raise
-    return ClosingResponse(response, turn.release)
+    return ClosingResponse(response, given_back_when_sent(turn))
 
 
 class ClosingResponse(Response):

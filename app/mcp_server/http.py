@@ -28,7 +28,7 @@ from app.core.body import DecodedRequest
 from app.core.config import Settings
 from app.core.deps import authenticated
 from app.core.errors import Forbidden, MalformedBody, Problem, problem_response
-from app.core.limits import HeldBody
+from app.core.limits import HeldBody, keeping_turns
 from app.core.rebinding import MisdirectedRequest
 from app.core.redaction import json_without_secrets
 from app.mcp_server.server import ContextStoreServer, build_server
@@ -271,10 +271,12 @@ class McpEndpoint:
         try:
             body = await DecodedRequest(scope, receive, self.max_body_bytes, held).body()
             manager = self._manager()
-            async with manager.run():
-                await manager.handle_request(
-                    scope, _replayed(body, receive), _answered(request, send)
-                )
+            replayed = _replayed(body, receive)
+            # A tool's route may send a large document in an export turn: this answer holds
+            # the document until it has been sent, and so the turn.
+            with keeping_turns():
+                async with manager.run():
+                    await manager.handle_request(scope, replayed, _answered(request, send))
         finally:
             _caller.reset(token)
             held.release()

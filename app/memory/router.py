@@ -12,7 +12,13 @@ from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
-from app.core.responses import ResponsesDoc, download, location_under
+from app.core.responses import (
+    ResponsesDoc,
+    document_response,
+    download,
+    in_export_turn,
+    location_under,
+)
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import jsondoc
@@ -166,11 +172,15 @@ async def export_file(
             lambda up_to: service.summary_file(session, tenant, project, style, up_to),
         )
     kind = FILE_KINDS[name]
-    return await download(
+    # Rendered from its items with two-space indents, a list file's size is known only once
+    # it is rendered (items of nested arrays rendered 30 times their stored size): every one
+    # is sent in an export turn, as an agent's memory file sent whole is.
+    return await in_export_turn(
         request,
-        session,
         tenant,
-        lambda up_to: service.items_file(session, tenant, project, kind, style, up_to),
+        lambda: document_response(
+            request, service.items_file(session, tenant, project, kind, style)
+        ),
     )
 
 

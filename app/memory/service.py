@@ -392,21 +392,12 @@ def _render_items(contents: list[bytes], style: Style) -> bytes:
 
 
 def items_file(
-    session: Session,
-    tenant: str,
-    project: str,
-    kind: ItemKind,
-    style: Style | None,
-    up_to: int = ANY_SIZE,
+    session: Session, tenant: str, project: str, kind: ItemKind, style: Style | None
 ) -> Download:
-    """The file: every item not archived, in file order; ``Oversized``, and none of them
-    read, when the items are over ``up_to`` bytes together (the file's ETag is known only
-    once it is rendered)."""
+    """The file: every item not archived, in file order."""
     pid = project_id(session, tenant, project)
     chosen = style or _style_of(session, pid, kind)
-    contents = ItemRepository(session).live_contents_within(pid, kind.value, up_to)
-    if contents is None:
-        raise Oversized(None)
+    contents = ItemRepository(session).live_contents(pid, kind.value)
     return Download.of(ITEM_FILES[kind], _render_items(contents, chosen))
 
 

@@ -78,7 +78,14 @@ class ProjectScopedRepository(Generic[RowT]):
         lookup = select(cls.model).where(*conditions)
         cls._lookups = {False: lookup, True: lookup.with_for_update()}
         cls._lookups_within = {
-            name: within(select_rows(cls.model).where(*conditions), getattr(cls.model, name), size)
+            name: within(
+                select_rows(cls.model).where(*conditions),
+                getattr(cls.model, name),
+                size,
+                # A row's other documents are not what is downloaded: never read (a state's
+                # GET read its backup, up to the body limit or beyond, whatever its size).
+                [getattr(cls.model, other) for other in cls.documents if other != name],
+            )
             for name, size in cls.documents.items()
         }
         driver_lookup = table.select().where(*conditions)
@@ -266,15 +273,22 @@ class ProjectScopedRepository(Generic[RowT]):
 
 
 def within(
-    statement: RowsSelect[Any], document: Mapped[Any], size: ColumnElement[int] | Mapped[int]
+    statement: RowsSelect[Any],
+    document: Mapped[Any],
+    size: ColumnElement[int] | Mapped[int],
+    unread: Sequence[Mapped[Any]] = (),
 ) -> RowsSelect[Any]:
     """``statement`` of a table's rows with two columns more: ``size``, and ``document``'s
     bytes when ``size`` is at most the bound ``up_to`` (else NULL); the row's own attribute
-    for it is never loaded (reading it raises rather than load the bytes unseen)."""
+    for it, and those of ``unread``, are never loaded (reading one raises rather than load
+    bytes unseen)."""
     # ``col`` types a column as Mapped; at runtime it is the class's attribute, as defer takes.
-    attribute = cast(QueryableAttribute[Any], document)
+    deferred = [
+        defer(cast(QueryableAttribute[Any], column), raiseload=True)
+        for column in (document, *unread)
+    ]
     return statement.add_columns(size, case((size <= bindparam("up_to"), document))).options(
-        defer(attribute, raiseload=True)
+        *deferred
     )
 
 

@@ -7,9 +7,11 @@ the send timeout. The requests here are sent to the app directly, so that one do
 stay unsent while the others are answered."""
 
 import json
+import re
 from typing import Any
 
 import anyio
+from sqlalchemy import event
 
 from tests.conftest import client_for, create_key
 from tests.helpers import http_scope, one_turn_without_wait
@@ -134,3 +136,149 @@ def test_a_large_download_holds_an_export_turn_until_it_is_sent(app, project, mo
     assert answers["unread"].status == 200 and answers["unread"].body == large
     assert answers["after"].status == 200 and answers["after"].body == large
     assert turns.total == 0
+
+
+async def _post_mcp(
+    app: Any, key: str, call: dict[str, Any], started: anyio.Event, held: anyio.Event
+) -> Answer:
+    """An MCP call through /mcp; ``started`` set when its answer starts, whose body is not
+    taken until ``held`` is set."""
+    answer = Answer()
+    body = json.dumps(call).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"authorization", f"Bearer {key}".encode()),
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"mcp-protocol-version", b"2025-06-18"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    arriving = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if arriving:
+            return arriving.pop()
+        await anyio.sleep_forever()
+        raise AssertionError  # never reached
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            answer.status = message["status"]
+            started.set()
+        elif message["type"] == "http.response.body":
+            await held.wait()
+            answer.body += message.get("body", b"")
+
+    await app(http_scope("POST", "/mcp", headers), receive, send)
+    return answer
+
+
+def test_an_mcp_call_holds_the_turn_of_a_large_document_until_its_answer_is_sent(
+    app, project, monkeypatch
+):
+    """An MCP tool reads a document through its route in process and holds it whole until the
+    MCP answer has been sent: the route's export turn is held as long (it was given back when
+    the route's own answer ended, and the MCP answer held the document with no turn)."""
+    key = create_key(app, "t-mcp-large", "read", "write")
+    with client_for(app, key) as client:
+        large = _grown_state(client, project, "grown")
+        turns = app.state.archive_exports
+        monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "get_run_state", "arguments": {"project": project, "run": "grown"}},
+        }
+        held_while_unsent: dict[str, int] = {}
+
+        async def scenario() -> Answer:
+            started, let_go = anyio.Event(), anyio.Event()
+            answers: list[Answer] = []
+
+            async def unread() -> None:
+                answers.append(await _post_mcp(app, key, call, started, let_go))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(unread)
+                await started.wait()  # the tool's route has answered: the MCP answer is sent
+                held_while_unsent.update(turns.held)
+                let_go.set()
+            return answers[0]
+
+        answer = anyio.run(scenario)
+    assert held_while_unsent == {"t-mcp-large": 1}
+    assert answer.status == 200
+    result = json.loads(answer.body)["result"]
+    assert json.loads(large) in (
+        result.get("structuredContent"),
+        json.loads(result["content"][0]["text"]),
+    )
+    assert turns.total == 0
+
+
+def test_a_list_file_is_sent_in_an_export_turn_whatever_its_size(app, project, monkeypatch):
+    """A list file is rendered from its items with two-space indents, so its size is known only
+    once it is rendered (items of nested arrays rendered 30 times what they hold): even a small
+    one takes an export turn, and with the tenant's one turn held by another download, it is
+    the 429."""
+    key = create_key(app, "t-list", "read", "write")
+    with client_for(app, key) as client:
+        _grown_state(client, project, "grown")
+        decisions = f"/v1/projects/{project}/memory/decisions"
+        assert client.post(decisions, json={"decision": "d"}).status_code == 201
+        turns = app.state.archive_exports
+        one_turn_without_wait(turns, monkeypatch)
+        monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
+        listed = f"/v1/projects/{project}/memory/files/key-decisions.json"
+        answers: dict[str, Answer] = {}
+
+        async def scenario() -> None:
+            started, let_go = anyio.Event(), anyio.Event()
+
+            async def unread() -> None:
+                path = _state_url(project, "grown")
+                answers["state"] = await _get(app, key, path, started=started, held=let_go)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(unread)
+                await started.wait()
+                answers["refused"] = await _get(app, key, listed)
+                let_go.set()
+            answers["after"] = await _get(app, key, listed)
+
+        anyio.run(scenario)
+    assert answers["refused"].status == 429, answers["refused"].body
+    assert (
+        answers["after"].status == 200 and json.loads(answers["after"].body)[0]["decision"] == "d"
+    )
+    assert turns.total == 0
+
+
+def test_a_documents_read_loads_none_of_its_rows_other_documents(app, engine, project):
+    """A run's row holds its state and its backup: a GET of the one never reads the other
+    (a state of a few hundred bytes loaded a backup of 40 MB)."""
+    key = create_key(app, "t-columns", "read", "write")
+    statements: list[str] = []
+
+    def record(_c, _cursor, statement, *_args) -> None:
+        if "run_states" in statement:
+            statements.append(statement)
+
+    with client_for(app, key) as client:
+        assert (
+            client.post(
+                f"/v1/projects/{project}/runs/r1/iterations", json={"bead_id": "bd-1"}
+            ).status_code
+            == 200
+        )
+        reader = app.state.database.reader
+        event.listen(reader, "before_cursor_execute", record)
+        try:
+            assert client.get(_state_url(project, "r1")).status_code == 200
+            assert client.get(_state_url(project, "r1") + "/backup").status_code == 404
+        finally:
+            event.remove(reader, "before_cursor_execute", record)
+    state_read, backup_read = statements
+    assert not re.search(r"run_states\.backup\b", state_read), state_read
+    assert not re.search(r"run_states\.content\b", backup_read), backup_read
