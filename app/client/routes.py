@@ -501,7 +501,8 @@ class Routes:
     def patch_context(
         self, project: str, feature: str, patch: dict[str, Any], *, if_match: str | None = None
     ) -> Call[Document]:
-        """A JSON merge patch (RFC 7396); returns the new ``context.json``."""
+        """A JSON merge patch (RFC 7396); returns the new ``context.json`` (its ETag alone,
+        ``content`` empty, when it is over the server's body limit: ``export_context`` it)."""
         headers = {**_headers(if_match=if_match), "Content-Type": MERGE_PATCH}
         path = _feature(project, feature, "/context")
         return Call("PATCH", path, document, json=patch, headers=headers)

@@ -212,7 +212,13 @@ Its handovers are indexed. Honours `If-Match` and `If-None-Match: *`.""",
 @router.patch(
     "/features/{feature}/context",
     response_class=Response,
-    responses=CONTEXT_FILE,
+    responses=CONTEXT_FILE
+    | {
+        204: {
+            "description": "Patched; the new `context.json` is over the body limit: its ETag "
+            "alone, the file at `Content-Location` (a download in an export turn)."
+        }
+    },
     openapi_extra=raw_body(
         "application/merge-patch+json", "application/json", schema={"type": "object"}
     ),
@@ -223,13 +229,23 @@ def patch_context(
     """JSON merge patch (RFC 7396), e.g. `{"current_phase": "l1_design"}` or
     `{"context_sources": {"l1_architecture": {"status": "completed"}}}`. The result must still
     be a valid context (422 and nothing changed otherwise). `last_updated` moves to now unless
-    the patch sets it. Returns the new `context.json`. Honours `If-Match`."""
+    the patch sets it. Returns the new `context.json`; one over the body limit (grown by its
+    handovers) is not sent back (204 with its ETag: GET it). Honours `If-Match`."""
     raw = request.received
     merge = jsondoc.load(raw, allow_nan=False)
     precondition = if_match(request)
+    # A document over the body limit is sent in an export turn, by its GET alone: an answer
+    # held by a client that does not read would hold it with none.
+    most_bytes: int = request.app.state.settings.max_body_bytes
+    location = _url(project, feature, "context")
 
     def change(write: Write) -> Response:
-        return _document(service.patch(write, feature, merge, precondition), 200)
+        patched = service.patch(write, feature, merge, precondition)
+        if len(patched.content) > most_bytes:
+            return Response(
+                status_code=204, headers={"ETag": patched.etag, "Content-Location": location}
+            )
+        return _document(patched, 200)
 
     return writes.run(project, change)
 

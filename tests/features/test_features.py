@@ -574,6 +574,24 @@ def test_reviews_stop_at_the_heads_limit_and_change_nothing_then(client, project
     assert after.json()["iteration_tracking"]["design-l1"]["attempts"] == recorded
 
 
+def test_a_patch_whose_context_is_over_the_body_limit_answers_its_etag_alone(
+    client, project, monkeypatch
+):
+    """A context grown past the body limit (by handovers) is sent by its GET alone, in an
+    export turn: a PATCH, even one that changes nothing, answered the whole file, which a
+    client that does not read held with no turn. Within the limit the file comes back."""
+    client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
+    patch = {"Content-Type": "application/merge-patch+json"}
+    small = client.patch(_url(project, "f1"), content=b'{"current_phase": "l1"}', headers=patch)
+    assert small.status_code == 200 and small.json()["current_phase"] == "l1"
+    monkeypatch.setattr(client.app.state.settings, "max_body_bytes", len(small.content) - 1)
+    large = client.patch(_url(project, "f1"), content=b"{}", headers=patch)
+    assert large.status_code == 204, large.text
+    assert large.content == b""
+    assert large.headers["content-location"] == _url(project, "f1")
+    assert large.headers["etag"] == client.get(_url(project, "f1")).headers["etag"]
+
+
 def test_a_review_honours_if_match(client, project):
     created = client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"})
     url = _url(project, "f1", "/reviews")
