@@ -160,21 +160,27 @@ def _held_rows_deletes() -> tuple[Delete, ...]:
 
 
 _DELETE_PROJECT = delete(_PROJECTS).where(_PROJECTS.c.id == bindparam("project_id"))
+# What ``delete_project_rows`` answers once the project's own row is gone.
+PROJECT_GONE = -1
 
 
-def delete_project_rows(connection: Connection, project_id: int, rows: int) -> bool:
-    """Deletes up to ``rows`` of the project's rows, from the first table, leaves first, that
-    holds any; once none is left, the project's own row. Whether the project is gone.
+def delete_project_rows(connection: Connection, project_id: int, rows: int, table: int) -> int:
+    """Deletes up to ``rows`` of the project's rows from the first table, leaves first, from
+    the ``table``-th on, that holds any; once none is left, the project's own row. The table
+    it deleted from (the next delete starts there: the tables before it are empty), or
+    ``PROJECT_GONE``.
 
     Two processes finishing one delete at once (a start's and a request's) may, on
     PostgreSQL, each find the rows a statement chose deleted by the other, and go on to the
     next table: the project's row then takes what is left with it (every key to it cascades),
     in that one statement."""
-    for statement in _held_rows_deletes():
-        if connection.execute(statement, {"project_id": project_id, "rows": rows}).rowcount:
-            return False
+    deletes = _held_rows_deletes()
+    for index in range(table, len(deletes)):
+        parameters = {"project_id": project_id, "rows": rows}
+        if connection.execute(deletes[index], parameters).rowcount:
+            return index
     connection.execute(_DELETE_PROJECT, {"project_id": project_id})
-    return True
+    return PROJECT_GONE
 
 
 def projects_being_deleted(connection: Connection) -> list[int]:

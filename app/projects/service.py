@@ -15,6 +15,7 @@ project hidden, never half visible; each start deletes the rest (``finish_delete
 import functools
 import logging
 import time
+from dataclasses import dataclass, field
 
 from anyio import to_thread
 from sqlmodel import Session
@@ -26,6 +27,7 @@ from app.core.json import dumps
 from app.projects.models import Project
 from app.projects.repository import (
     DELETING_TENANT,
+    PROJECT_GONE,
     ProjectRepository,
     delete_project_rows,
     projects_being_deleted,
@@ -34,14 +36,17 @@ from app.projects.schemas import ProjectPublic
 
 log = logging.getLogger(__name__)
 
-# A delete's write deletes ``DELETE_BATCH_ROWS`` rows a statement until
+# A delete's write deletes the project's rows a statement at a time until
 # ``DELETE_WRITE_SECONDS`` have passed (or the project is gone), then commits and lets the
 # writes queued behind it run. A row's delete costs from a fraction of a millisecond (an item of
 # 300 bytes) to 15 ms (a failure of 100 KB of distinct words, which SQLite's full-text index
-# forgets word by word): a time, not a count of rows, bounds a write, and a statement's one row
-# how far it runs past that time. With 4 rows a statement 10,000 small items went in 1.3 s
-# against 2.5, but other writes waited up to 134-148 ms against 50-92 (2026-11-27).
+# forgets word by word): a time, not a count of rows, bounds a write. A statement starts with
+# ``DELETE_BATCH_ROWS`` rows and takes twice as many after one that took under a quarter of a
+# write's time, half as many after one that took over half (up to ``DELETE_BATCH_ROWS_MOST``),
+# so that small rows go many at a time and large ones one at a time. With one row a statement
+# always, 10,000 small items took 2.0 s (2026-11-27).
 DELETE_BATCH_ROWS = 1
+DELETE_BATCH_ROWS_MOST = 256
 DELETE_WRITE_SECONDS = 0.02
 
 
@@ -134,22 +139,42 @@ def _hide(database: Database, tenant: str, name: str, precondition: Precondition
             sessions.close()
 
 
+@dataclass
+class _DeleteProgress:
+    """Where a delete's next statement starts (the tables before ``table`` are empty), and how
+    many rows it deletes."""
+
+    table: int = 0
+    rows: int = field(default_factory=lambda: DELETE_BATCH_ROWS)
+
+    def statement_took(self, seconds: float) -> None:
+        if seconds < DELETE_WRITE_SECONDS / 4:
+            self.rows = min(self.rows * 2, DELETE_BATCH_ROWS_MOST)
+        elif seconds > DELETE_WRITE_SECONDS / 2:
+            self.rows = max(self.rows // 2, 1)
+
+
 async def _delete_rows(database: Database, hidden: int) -> None:
     """The hidden project's rows, a write at a time, then its own row."""
     # The hidden project's own turn (its tenant and name now): on PostgreSQL nothing else
     # writes to it, and a new project of its old name is written meanwhile without waiting.
     turn = (DELETING_TENANT, str(hidden))
-    batches = functools.partial(_delete_batches, database, hidden)
+    batches = functools.partial(_delete_batches, database, hidden, _DeleteProgress())
     while not await database.write_turns.run(turn, batches):
         pass
 
 
-def _delete_batches(database: Database, hidden: int) -> bool:
-    """One write of the delete: batches until ``DELETE_WRITE_SECONDS`` have passed or the
+def _delete_batches(database: Database, hidden: int, progress: _DeleteProgress) -> bool:
+    """One write of the delete: statements until ``DELETE_WRITE_SECONDS`` have passed or the
     project is gone. Whether it is."""
     with database.write_connection() as connection:
         started = time.monotonic()
-        while not delete_project_rows(connection, hidden, DELETE_BATCH_ROWS):
-            if time.monotonic() - started >= DELETE_WRITE_SECONDS:
+        while True:
+            statement_started = time.monotonic()
+            progress.table = delete_project_rows(connection, hidden, progress.rows, progress.table)
+            if progress.table == PROJECT_GONE:
+                return True
+            now = time.monotonic()
+            progress.statement_took(now - statement_started)
+            if now - started >= DELETE_WRITE_SECONDS:
                 return False
-        return True
