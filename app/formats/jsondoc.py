@@ -103,6 +103,12 @@ def _floats_and_nesting(document: Any) -> tuple[list[float], int]:
     return floats, nesting
 
 
+def nesting(document: Any) -> int:
+    """How many containers deep a parsed document nests (a plain scalar: 0), counted up to one
+    past ``MAX_DEPTH``."""
+    return _floats_and_nesting(document)[1]
+
+
 def _too_deep() -> InvalidDocument:
     return InvalidDocument(
         f"The document nests more than {MAX_DEPTH} levels deep.", [("", "nested too deeply")]

@@ -55,6 +55,12 @@ SUMMARY_FIELDS = {
     "featuresSinceLastUpdate": "integer",
     "totalFeaturesCompleted": "integer",
 }
+# An item is stored compact and its file written with two-space indents, which add two spaces
+# a level to every line: an empty array 250 levels down, 3 bytes stored, is 500 written, and
+# 40 items of 20 kB so nested made a file of 206 MB (a hostile client, 2026-11-27). The
+# seed's items nest two levels; at 16 an item is written at most about 12 times its size.
+MAX_ITEM_DEPTH = 16
+
 ITEM_FIELDS: dict[ItemKind, dict[str, str]] = {
     ItemKind.decision: {
         "id": "label",
@@ -232,6 +238,8 @@ def _raise_if(faults: list[tuple[str, str]], what: str) -> None:
 def check_item(obj: Any, kind: ItemKind, at: tuple[str | int, ...] = ()) -> list[tuple[str, str]]:
     if not isinstance(obj, dict):
         return [(jsondoc.pointer(*at), "must be an object")]
+    if jsondoc.nesting(obj) > MAX_ITEM_DEPTH:
+        return [(jsondoc.pointer(*at), f"nests more than {MAX_ITEM_DEPTH} levels deep")]
     return check_fields(obj, ITEM_FIELDS[kind], ITEM_REQUIRED[kind], at)
 
 
