@@ -58,8 +58,12 @@ SUMMARY_FIELDS = {
 # An item is stored compact and its file written with two-space indents, which add two spaces
 # a level to every line: an empty array 250 levels down, 3 bytes stored, is 500 written, and
 # 40 items of 20 kB so nested made a file of 206 MB (a hostile client, 2026-11-27). The
-# seed's items nest two levels; at 16 an item is written at most about 12 times its size.
+# seed's items nest two levels.
 MAX_ITEM_DEPTH = 16
+# The most a list file's written bytes can be for each byte its items hold stored: at the
+# deepest an item may nest, an element of two bytes (``0,``) is written on a line of its own
+# after 2 * (MAX_ITEM_DEPTH + 1) spaces of indent, 37 bytes; a string's escapes only shrink.
+MOST_WRITTEN_PER_STORED_BYTE = 2 * (MAX_ITEM_DEPTH + 1) + 3
 
 ITEM_FIELDS: dict[ItemKind, dict[str, str]] = {
     ItemKind.decision: {

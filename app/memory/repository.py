@@ -10,6 +10,7 @@ from sqlalchemy import (
     BindParameter,
     ColumnElement,
     bindparam,
+    case,
     func,
     literal,
     text,
@@ -80,7 +81,18 @@ def _live_in_order(column: ColumnElement[Any] | Mapped[Any]) -> SelectOfScalar[A
     )
 
 
+# The bytes of the items a list file holds, together (not correlated to the rows around it).
+LIVE_SIZE = (
+    select(func.coalesce(func.sum(func.length(col(MemoryItem.content))), 0))
+    .where(*_live(bindparam("kind"), bindparam("project_id")))
+    .correlate(None)
+    .scalar_subquery()
+)
 LIVE_CONTENTS = _live_in_order(col(MemoryItem.content))
+# Each item's document when they are at most ``up_to`` bytes together, else a NULL each.
+LIVE_CONTENTS_WITHIN = _live_in_order(
+    case((bindparam("up_to") >= LIVE_SIZE, col(MemoryItem.content)))
+)
 
 
 class SummaryRepository(ProjectScopedRepository[MemorySummary]):
@@ -222,6 +234,13 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         return list(
             self.session.exec(LIVE_CONTENTS, params={"kind": kind, "project_id": project_id})
         )
+
+    def live_contents_within(self, project_id: int, kind: str, up_to: int) -> list[bytes] | None:
+        """``live_contents`` when they are at most ``up_to`` bytes together; else None, and
+        none of them read. One statement either way."""
+        parameters = {"kind": kind, "project_id": project_id, "up_to": up_to}
+        contents = list(self.session.exec(LIVE_CONTENTS_WITHIN, params=parameters))
+        return None if None in contents else contents
 
     def newest(self, project_id: int, kind: str, limit: int) -> list[MemoryItem]:
         """The ``limit`` newest live items of ``kind``."""

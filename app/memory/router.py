@@ -14,9 +14,7 @@ from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.responses import (
     ResponsesDoc,
-    document_response,
     download,
-    in_export_turn,
     location_under,
 )
 from app.core.routing import GatedRouter
@@ -172,15 +170,11 @@ async def export_file(
             lambda up_to: service.summary_file(session, tenant, project, style, up_to),
         )
     kind = FILE_KINDS[name]
-    # Rendered from its items with two-space indents, a list file's size is known only once
-    # it is rendered (items of nested arrays rendered 30 times their stored size): every one
-    # is sent in an export turn, as an agent's memory file sent whole is.
-    return await in_export_turn(
+    return await download(
         request,
+        session,
         tenant,
-        lambda: document_response(
-            request, service.items_file(session, tenant, project, kind, style)
-        ),
+        lambda up_to: service.items_file(session, tenant, project, kind, style, up_to),
     )
 
 

@@ -392,12 +392,23 @@ def _render_items(contents: list[bytes], style: Style) -> bytes:
 
 
 def items_file(
-    session: Session, tenant: str, project: str, kind: ItemKind, style: Style | None
+    session: Session,
+    tenant: str,
+    project: str,
+    kind: ItemKind,
+    style: Style | None,
+    up_to: int = ANY_SIZE,
 ) -> Download:
-    """The file: every item not archived, in file order."""
+    """The file: every item not archived, in file order; ``Oversized``, and none of them
+    read, when it could be written over ``up_to`` bytes: its items are stored compact, and
+    written with two-space indents at most ``codec.MOST_WRITTEN_PER_STORED_BYTE`` times their
+    size (the file's ETag is known only once it is rendered)."""
     pid = project_id(session, tenant, project)
     chosen = style or _style_of(session, pid, kind)
-    contents = ItemRepository(session).live_contents(pid, kind.value)
+    stored_up_to = up_to if up_to == ANY_SIZE else up_to // codec.MOST_WRITTEN_PER_STORED_BYTE
+    contents = ItemRepository(session).live_contents_within(pid, kind.value, stored_up_to)
+    if contents is None:
+        raise Oversized(None)
     return Download.of(ITEM_FILES[kind], _render_items(contents, chosen))
 
 

@@ -217,16 +217,19 @@ def test_an_mcp_call_holds_the_turn_of_a_large_document_until_its_answer_is_sent
     assert turns.total == 0
 
 
-def test_a_list_file_is_sent_in_an_export_turn_whatever_its_size(app, project, monkeypatch):
-    """A list file is rendered from its items with two-space indents, so its size is known only
-    once it is rendered (items of nested arrays rendered 30 times what they hold): even a small
-    one takes an export turn, and with the tenant's one turn held by another download, it is
-    the 429."""
+def test_a_list_file_that_could_be_written_past_the_limit_is_sent_in_an_export_turn(
+    app, project, monkeypatch
+):
+    """A list file is rendered from its items with two-space indents, so that its size is
+    known only once it is rendered; its items' stored size bounds it (``items_file``: items of
+    nested arrays were written 30 times their stored size and sent without a turn). One whose
+    items could be written past the limit takes an export turn: with the tenant's one turn
+    held by another download, it is the 429."""
     key = create_key(app, "t-list", "read", "write")
     with client_for(app, key) as client:
         _grown_state(client, project, "grown")
         decisions = f"/v1/projects/{project}/memory/decisions"
-        assert client.post(decisions, json={"decision": "d"}).status_code == 201
+        assert client.post(decisions, json={"decision": "d" * 100}).status_code == 201
         turns = app.state.archive_exports
         one_turn_without_wait(turns, monkeypatch)
         monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
@@ -250,7 +253,8 @@ def test_a_list_file_is_sent_in_an_export_turn_whatever_its_size(app, project, m
         anyio.run(scenario)
     assert answers["refused"].status == 429, answers["refused"].body
     assert (
-        answers["after"].status == 200 and json.loads(answers["after"].body)[0]["decision"] == "d"
+        answers["after"].status == 200
+        and json.loads(answers["after"].body)[0]["decision"] == "d" * 100
     )
     assert turns.total == 0
 

@@ -122,6 +122,7 @@ def at_first_delete(engine: Engine, action: Callable[[], None]) -> Iterator[list
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", listen)
+    # Not in ``finally``: a failure in the block is the one to report.
     assert done.is_set(), "the delete ran no DELETE"
 
 
