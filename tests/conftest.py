@@ -163,9 +163,11 @@ def app(database_url: str) -> Iterator[FastAPI]:
         yield application
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def engine(app: FastAPI) -> Engine:
-    """Direct access to the database, to check what the API stored."""
+    """Direct access to the database, to check what the API stored: the app's writer as it
+    is for this test (a test that enters the session app's lifespan again gives it a database
+    of its own, whose engines the app then writes through)."""
     writer: Engine = app.state.database.writer
     return writer
 

@@ -124,18 +124,18 @@ def test_a_body_still_arriving_holds_its_tenants_share_until_its_request_ends(ap
             app, slow_key, path, _whole(_decision("next", 300)), content_length="300"
         )
 
-    with client_for(app, slow_key) as client:  # the app's lifespan
-        anyio.run(scenario)
-        problem = json.loads(answers["refused"].body)
-        assert answers["refused"].status == 429, answers["refused"].body
-        assert answers["refused"].headers["content-type"] == "application/problem+json"
-        assert answers["refused"].headers["retry-after"] == "5"
-        assert "this tenant's" in problem["detail"]
-        assert answers["other"].status == 201, answers["other"].body
-        assert answers["slow"].status == 201, answers["slow"].body
-        assert answers["after"].status == 201, answers["after"].body
-        stored = client.get(path).json()["items"]
-        assert sorted(item["id"] for item in stored) == ["next", "slow"]  # "other": its tenant's
+    client = client_for(app, slow_key)
+    anyio.run(scenario)
+    problem = json.loads(answers["refused"].body)
+    assert answers["refused"].status == 429, answers["refused"].body
+    assert answers["refused"].headers["content-type"] == "application/problem+json"
+    assert answers["refused"].headers["retry-after"] == "5"
+    assert "this tenant's" in problem["detail"]
+    assert answers["other"].status == 201, answers["other"].body
+    assert answers["slow"].status == 201, answers["slow"].body
+    assert answers["after"].status == 201, answers["after"].body
+    stored = client.get(path).json()["items"]
+    assert sorted(item["id"] for item in stored) == ["next", "slow"]  # "other": its tenant's
     assert budget.held == {}
 
 
@@ -166,8 +166,7 @@ def test_the_servers_share_bounds_every_tenant_together(app, budget, project):
             )
             go_on.set()
 
-    with client_for(app, first):
-        anyio.run(scenario)
+    anyio.run(scenario)
     assert answers["refused"].status == 429
     assert "the server's" in answers["refused"].json()["detail"]
     assert answers["held"].status == 400  # the client went away mid-body
@@ -185,12 +184,11 @@ def test_a_body_without_a_length_is_held_as_it_arrives(app, budget, project):
         piece = pieces.pop(0)
         return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
 
-    with client_for(app, key):
-        answer = anyio.run(
-            lambda: _post(
-                app, key, DECISIONS.format(project=project), chunked, transfer_encoding="chunked"
-            )
+    answer = anyio.run(
+        lambda: _post(
+            app, key, DECISIONS.format(project=project), chunked, transfer_encoding="chunked"
         )
+    )
     assert answer.status == 429, answer.body
     assert budget.held == {}
 
@@ -209,21 +207,21 @@ def test_a_gzip_body_inflates_only_as_far_as_the_room_left(app, budget, project,
     monkeypatch.setattr(body, "decompress_body", recorded)
     compressed = gzip.compress(_decision("inflated", 1200))
     assert len(compressed) < 200
-    with client_for(app, key) as client:
-        answer = client.post(
-            DECISIONS.format(project=project),
-            content=compressed,
-            headers={"content-type": "application/json", "content-encoding": "gzip"},
-        )
-        assert "this tenant's" in assert_problem(answer, 429)["detail"]
-        assert inflated_within == [1000]  # the share, not the route's limit of 4 MiB
-        small = gzip.compress(_decision("small", 400))
-        served = client.post(
-            DECISIONS.format(project=project),
-            content=small,
-            headers={"content-type": "application/json", "content-encoding": "gzip"},
-        )
-        assert served.status_code == 201, served.text
+    client = client_for(app, key)
+    answer = client.post(
+        DECISIONS.format(project=project),
+        content=compressed,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )
+    assert "this tenant's" in assert_problem(answer, 429)["detail"]
+    assert inflated_within == [1000]  # the share, not the route's limit of 4 MiB
+    small = gzip.compress(_decision("small", 400))
+    served = client.post(
+        DECISIONS.format(project=project),
+        content=small,
+        headers={"content-type": "application/json", "content-encoding": "gzip"},
+    )
+    assert served.status_code == 201, served.text
     assert budget.held == {}
 
 
@@ -239,19 +237,17 @@ def test_failed_requests_give_their_share_back(app, budget, project, monkeypatch
         piece = pieces.pop(0)
         return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
 
-    with client_for(app, key) as client:
-        too_large = anyio.run(
-            lambda: _post(app, key, path, over_the_limit, transfer_encoding="chunked")
-        )
-        assert too_large.status == 413, too_large.body
-        assert budget.held == {}
-        not_a_decision = client.post(path, content=b"[" + b"1," * 300 + b"1]", headers=JSON)
-        assert_problem(not_a_decision, 422)
-        assert budget.held == {}
-        not_gzip = client.post(
-            path, content=b"x" * 600, headers=JSON | {"content-encoding": "gzip"}
-        )
-        assert_problem(not_gzip, 400)
+    client = client_for(app, key)
+    too_large = anyio.run(
+        lambda: _post(app, key, path, over_the_limit, transfer_encoding="chunked")
+    )
+    assert too_large.status == 413, too_large.body
+    assert budget.held == {}
+    not_a_decision = client.post(path, content=b"[" + b"1," * 300 + b"1]", headers=JSON)
+    assert_problem(not_a_decision, 422)
+    assert budget.held == {}
+    not_gzip = client.post(path, content=b"x" * 600, headers=JSON | {"content-encoding": "gzip"})
+    assert_problem(not_gzip, 400)
     assert budget.held == {}
 
 
@@ -261,14 +257,14 @@ def test_an_mcp_request_holds_its_body_in_the_same_share(app, budget):
     key = create_key(app, "t-mcp", "read", "write")
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {**MCP_HEADERS, "authorization": f"Bearer {key}"}
-    with TestClient(app, base_url=MCP_BASE_URL) as client:
-        budget.hold("t-mcp", 990)  # what the tenant's other bodies hold meanwhile
-        try:
-            refused = client.post("/mcp", json=call, headers=headers)
-        finally:
-            budget.give_back("t-mcp", 990)
-        assert_problem(refused, 429)
-        answered = client.post("/mcp", json=call, headers=headers)
-        assert answered.status_code == 200, answered.text
-        assert answered.json()["result"]["tools"]
+    client = TestClient(app, base_url=MCP_BASE_URL)
+    budget.hold("t-mcp", 990)  # what the tenant's other bodies hold meanwhile
+    try:
+        refused = client.post("/mcp", json=call, headers=headers)
+    finally:
+        budget.give_back("t-mcp", 990)
+    assert_problem(refused, 429)
+    answered = client.post("/mcp", json=call, headers=headers)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["result"]["tools"]
     assert budget.held == {}

@@ -90,39 +90,40 @@ def test_a_large_download_holds_an_export_turn_until_it_is_sent(app, project, mo
     served, another tenant's large download is served; once the first is sent, the turn is
     given back and the tenant's next large download is served."""
     key, other_key = create_key(app, "t-large", "read", "write"), create_key(app, "t-other")
-    with client_for(app, key) as client, client_for(app, other_key) as other:
-        large = _grown_state(client, project, "grown")
-        other_large = _grown_state(other, project, "grown")
-        small_run = f"/v1/projects/{project}/runs/fresh/iterations"
-        assert client.post(small_run, json={"bead_id": "bd-1"}).status_code == 200
-        etag = client.get(_state_url(project, "grown")).headers["etag"]
+    client = client_for(app, key)
+    other = client_for(app, other_key)
+    large = _grown_state(client, project, "grown")
+    other_large = _grown_state(other, project, "grown")
+    small_run = f"/v1/projects/{project}/runs/fresh/iterations"
+    assert client.post(small_run, json={"bead_id": "bd-1"}).status_code == 200
+    etag = client.get(_state_url(project, "grown")).headers["etag"]
 
-        turns = app.state.archive_exports
-        one_turn_without_wait(turns, monkeypatch)
-        monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
-        path = _state_url(project, "grown")
-        answers: dict[str, Answer] = {}
-        held_meanwhile: dict[str, int] = {}
+    turns = app.state.archive_exports
+    one_turn_without_wait(turns, monkeypatch)
+    monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
+    path = _state_url(project, "grown")
+    answers: dict[str, Answer] = {}
+    held_meanwhile: dict[str, int] = {}
 
-        async def scenario() -> None:
-            started, let_go = anyio.Event(), anyio.Event()
+    async def scenario() -> None:
+        started, let_go = anyio.Event(), anyio.Event()
 
-            async def unread() -> None:
-                answers["unread"] = await _get(app, key, path, started=started, held=let_go)
+        async def unread() -> None:
+            answers["unread"] = await _get(app, key, path, started=started, held=let_go)
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(unread)
-                await started.wait()
-                answers["refused"] = await _get(app, key, path)
-                answers["unchanged"] = await _get(app, key, path, if_none_match=etag)
-                answers["small"] = await _get(app, key, _state_url(project, "fresh"))
-                answers["other"] = await _get(app, other_key, path)
-                held_meanwhile.update(turns.held)
-                let_go.set()
-            assert turns.total == 0
-            answers["after"] = await _get(app, key, path)
+        async with anyio.create_task_group() as group:
+            group.start_soon(unread)
+            await started.wait()
+            answers["refused"] = await _get(app, key, path)
+            answers["unchanged"] = await _get(app, key, path, if_none_match=etag)
+            answers["small"] = await _get(app, key, _state_url(project, "fresh"))
+            answers["other"] = await _get(app, other_key, path)
+            held_meanwhile.update(turns.held)
+            let_go.set()
+        assert turns.total == 0
+        answers["after"] = await _get(app, key, path)
 
-        anyio.run(scenario)
+    anyio.run(scenario)
 
     assert held_meanwhile == {"t-large": 1}
     refused = answers["refused"]
@@ -180,33 +181,33 @@ def test_an_mcp_call_holds_the_turn_of_a_large_document_until_its_answer_is_sent
     MCP answer has been sent: the route's export turn is held as long (it was given back when
     the route's own answer ended, and the MCP answer held the document with no turn)."""
     key = create_key(app, "t-mcp-large", "read", "write")
-    with client_for(app, key) as client:
-        large = _grown_state(client, project, "grown")
-        turns = app.state.archive_exports
-        monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
-        call = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "get_run_state", "arguments": {"project": project, "run": "grown"}},
-        }
-        held_while_unsent: dict[str, int] = {}
+    client = client_for(app, key)
+    large = _grown_state(client, project, "grown")
+    turns = app.state.archive_exports
+    monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "get_run_state", "arguments": {"project": project, "run": "grown"}},
+    }
+    held_while_unsent: dict[str, int] = {}
 
-        async def scenario() -> Answer:
-            started, let_go = anyio.Event(), anyio.Event()
-            answers: list[Answer] = []
+    async def scenario() -> Answer:
+        started, let_go = anyio.Event(), anyio.Event()
+        answers: list[Answer] = []
 
-            async def unread() -> None:
-                answers.append(await _post_mcp(app, key, call, started, let_go))
+        async def unread() -> None:
+            answers.append(await _post_mcp(app, key, call, started, let_go))
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(unread)
-                await started.wait()  # the tool's route has answered: the MCP answer is sent
-                held_while_unsent.update(turns.held)
-                let_go.set()
-            return answers[0]
+        async with anyio.create_task_group() as group:
+            group.start_soon(unread)
+            await started.wait()  # the tool's route has answered: the MCP answer is sent
+            held_while_unsent.update(turns.held)
+            let_go.set()
+        return answers[0]
 
-        answer = anyio.run(scenario)
+    answer = anyio.run(scenario)
     assert held_while_unsent == {"t-mcp-large": 1}
     assert answer.status == 200
     result = json.loads(answer.body)["result"]
@@ -226,31 +227,31 @@ def test_a_list_file_that_could_be_written_past_the_limit_is_sent_in_an_export_t
     items could be written past the limit takes an export turn: with the tenant's one turn
     held by another download, it is the 429."""
     key = create_key(app, "t-list", "read", "write")
-    with client_for(app, key) as client:
-        _grown_state(client, project, "grown")
-        decisions = f"/v1/projects/{project}/memory/decisions"
-        assert client.post(decisions, json={"decision": "d" * 100}).status_code == 201
-        turns = app.state.archive_exports
-        one_turn_without_wait(turns, monkeypatch)
-        monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
-        listed = f"/v1/projects/{project}/memory/files/key-decisions.json"
-        answers: dict[str, Answer] = {}
+    client = client_for(app, key)
+    _grown_state(client, project, "grown")
+    decisions = f"/v1/projects/{project}/memory/decisions"
+    assert client.post(decisions, json={"decision": "d" * 100}).status_code == 201
+    turns = app.state.archive_exports
+    one_turn_without_wait(turns, monkeypatch)
+    monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
+    listed = f"/v1/projects/{project}/memory/files/key-decisions.json"
+    answers: dict[str, Answer] = {}
 
-        async def scenario() -> None:
-            started, let_go = anyio.Event(), anyio.Event()
+    async def scenario() -> None:
+        started, let_go = anyio.Event(), anyio.Event()
 
-            async def unread() -> None:
-                path = _state_url(project, "grown")
-                answers["state"] = await _get(app, key, path, started=started, held=let_go)
+        async def unread() -> None:
+            path = _state_url(project, "grown")
+            answers["state"] = await _get(app, key, path, started=started, held=let_go)
 
-            async with anyio.create_task_group() as group:
-                group.start_soon(unread)
-                await started.wait()
-                answers["refused"] = await _get(app, key, listed)
-                let_go.set()
-            answers["after"] = await _get(app, key, listed)
+        async with anyio.create_task_group() as group:
+            group.start_soon(unread)
+            await started.wait()
+            answers["refused"] = await _get(app, key, listed)
+            let_go.set()
+        answers["after"] = await _get(app, key, listed)
 
-        anyio.run(scenario)
+    anyio.run(scenario)
     assert answers["refused"].status == 429, answers["refused"].body
     assert (
         answers["after"].status == 200
@@ -269,20 +270,20 @@ def test_a_documents_read_loads_none_of_its_rows_other_documents(app, engine, pr
         if "run_states" in statement:
             statements.append(statement)
 
-    with client_for(app, key) as client:
-        assert (
-            client.post(
-                f"/v1/projects/{project}/runs/r1/iterations", json={"bead_id": "bd-1"}
-            ).status_code
-            == 200
-        )
-        reader = app.state.database.reader
-        event.listen(reader, "before_cursor_execute", record)
-        try:
-            assert client.get(_state_url(project, "r1")).status_code == 200
-            assert client.get(_state_url(project, "r1") + "/backup").status_code == 404
-        finally:
-            event.remove(reader, "before_cursor_execute", record)
+    client = client_for(app, key)
+    assert (
+        client.post(
+            f"/v1/projects/{project}/runs/r1/iterations", json={"bead_id": "bd-1"}
+        ).status_code
+        == 200
+    )
+    reader = app.state.database.reader
+    event.listen(reader, "before_cursor_execute", record)
+    try:
+        assert client.get(_state_url(project, "r1")).status_code == 200
+        assert client.get(_state_url(project, "r1") + "/backup").status_code == 404
+    finally:
+        event.remove(reader, "before_cursor_execute", record)
     state_read, backup_read = statements
     assert not re.search(r"run_states\.backup\b", state_read), state_read
     assert not re.search(r"run_states\.content\b", backup_read), backup_read

@@ -104,7 +104,9 @@ def held_rows(engine: Engine, project_id: int) -> dict[str, int]:
 def at_first_delete(engine: Engine, action: Callable[[], None]) -> Iterator[list[str]]:
     """The writer's statements while the block runs, as "delete" (a DELETE) and "other" (a
     statement of the other write, by its marker); ``action`` runs once, at the first DELETE,
-    before it."""
+    before it. ``engine``: the app's writer as it is now (``app.state.database.writer``), not
+    the session's ``engine`` fixture: a test that enters the session app's lifespan again
+    gives it a database of its own."""
     seen: list[str] = []
     done = threading.Event()
 
@@ -177,7 +179,7 @@ def test_another_tenants_write_commits_between_the_batches(
             def other_tenant_writes() -> None:
                 sent.append(send_and_wait_until_queued(app, loop, _decision(other, "victim")))
 
-            with at_first_delete(engine, other_tenant_writes) as seen:
+            with at_first_delete(app.state.database.writer, other_tenant_writes) as seen:
                 assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
             assert (await asyncio.wrap_future(sent[0])).status_code == 201
         # The other tenant's write committed before the delete's last batch, not after it.
@@ -215,7 +217,7 @@ def test_the_project_is_gone_from_the_first_batch_and_its_name_starts_afresh(
                 # The same name written meanwhile: a new project, which waits for no batch.
                 sent.append(send_and_wait_until_queued(app, loop, _decision(owner, project)))
 
-            with at_first_delete(engine, during_the_delete) as seen:
+            with at_first_delete(app.state.database.writer, during_the_delete) as seen:
                 assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
             assert (await asyncio.wrap_future(sent[0])).status_code == 201
         assert committed_before_the_last_batch(seen), seen
