@@ -11,10 +11,12 @@ import re
 from typing import Any
 
 import anyio
+import pytest
 from sqlalchemy import event
 
 from tests.conftest import client_for, create_key
-from tests.helpers import http_scope, one_turn_without_wait
+from tests.helpers import assert_problem, http_scope, one_turn_without_wait
+from tests.platform.world import populate
 
 # The body limit the test lowers to, after the documents are written: the large states are
 # over it, a fresh one is not.
@@ -287,3 +289,46 @@ def test_a_documents_read_loads_none_of_its_rows_other_documents(app, engine, pr
     state_read, backup_read = statements
     assert not re.search(r"run_states\.backup\b", state_read), state_read
     assert not re.search(r"run_states\.content\b", backup_read), backup_read
+
+
+# Every whole-document download, under the project (``World.url`` fills the names in).
+DOWNLOADS = [
+    "/saves/{save_id}",
+    "/saves/latest",
+    "/agents/{agent}/working-context-snapshot",
+    "/runs/{run}/state",
+    "/runs/{run}/state/backup",
+    "/features/{feature}/context",
+    "/features/{feature}/workflow",
+    "/memory/running-summary",
+    "/memory/running-summary?style=snake",
+    "/memory/files/running-summary.json",
+    "/memory/files/key-decisions.json",
+]
+
+
+@pytest.mark.parametrize("suffix", DOWNLOADS)
+def test_every_download_over_the_limit_is_read_and_sent_in_an_export_turn(
+    app, client, tenant, project, monkeypatch, suffix
+):
+    """Each route that sends a whole document goes through ``download``: over the body limit,
+    with the tenant's one export turn held, it is the 429; with the turn given back, the same
+    bytes and ETag as a small download's."""
+    world = populate(client, project)
+    path = world.url("/v1/projects/{project}" + suffix)
+    identity = {"accept-encoding": "identity"}
+    whole = client.get(path, headers=identity)
+    assert whole.status_code == 200, whole.text
+    turns = app.state.archive_exports
+    one_turn_without_wait(turns, monkeypatch)
+    monkeypatch.setattr(app.state.settings, "max_body_bytes", 10)
+    held = anyio.run(turns.take, tenant)
+    try:
+        assert_problem(client.get(path, headers=identity), 429)
+    finally:
+        held.release()
+    again = client.get(path, headers=identity)
+    assert again.status_code == 200, again.text
+    assert again.content == whole.content
+    assert again.headers["etag"] == whole.headers["etag"]
+    assert turns.total == 0
