@@ -16,7 +16,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.orm import Mapped
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
@@ -47,11 +46,11 @@ class ItemFilter:
     active_at: int | None = None
 
 
-class StoredId(NamedTuple):
-    """A stored item's row id, and whether it is archived."""
+class StoredItem(NamedTuple):
+    """A stored item's row id, and its document when it is live (None: archived)."""
 
     id: int
-    archived: bool
+    live_content: bytes | None
 
 
 @dataclass(frozen=True)
@@ -72,15 +71,6 @@ def _live(
     ]
 
 
-def _live_in_order(column: ColumnElement[Any] | Mapped[Any]) -> SelectOfScalar[Any]:
-    """``column`` of each item of the bound ``kind`` not archived, in file order."""
-    return (
-        select(column)
-        .where(*_live(bindparam("kind"), bindparam("project_id")))
-        .order_by(col(MemoryItem.position), col(MemoryItem.id))
-    )
-
-
 # The bytes of the items a list file holds, together (not correlated to the rows around it).
 LIVE_SIZE = (
     select(func.coalesce(func.sum(func.length(col(MemoryItem.content))), 0))
@@ -88,10 +78,12 @@ LIVE_SIZE = (
     .correlate(None)
     .scalar_subquery()
 )
-LIVE_CONTENTS = _live_in_order(col(MemoryItem.content))
-# Each item's document when they are at most ``up_to`` bytes together, else a NULL each.
-LIVE_CONTENTS_WITHIN = _live_in_order(
-    case((bindparam("up_to") >= LIVE_SIZE, col(MemoryItem.content)))
+# Each live item's document in file order when they are at most ``up_to`` bytes together,
+# else a NULL each.
+LIVE_CONTENTS_WITHIN = (
+    select(case((bindparam("up_to") >= LIVE_SIZE, col(MemoryItem.content))))
+    .where(*_live(bindparam("kind"), bindparam("project_id")))
+    .order_by(col(MemoryItem.position), col(MemoryItem.id))
 )
 
 
@@ -214,30 +206,27 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
     def _dialect(self) -> str:
         return self.session.get_bind().dialect.name
 
-    def stored_ids(self, project_id: int, kind: str) -> dict[str, "StoredId"]:
-        """Every item of ``kind``, archived ones included, by its ``item_id``: its row's id and
-        whether it is archived (the columns alone: a row's search text is up to 100,000
-        characters)."""
+    def stored_items(self, project_id: int, kind: str) -> dict[str, StoredItem]:
+        """Every item of ``kind``, archived ones included, by its ``item_id`` in file order:
+        its row's id and, when it is live, its document (not its other columns: a row's
+        search text is up to 100,000 characters). One read of the rows a list file's replace
+        changes, and of the file it replaces."""
         column = table_of(MemoryItem).c
-        statement = sqlalchemy.select(
-            column.item_id, column.id, column.archived_at.is_not(None)
-        ).where(column.project_id == project_id, column.kind == kind)
+        live_content = case((column.archived_at.is_(None), column.content))
+        statement = (
+            sqlalchemy.select(column.item_id, column.id, live_content)
+            .where(column.project_id == project_id, column.kind == kind)
+            .order_by(column.position, column.id)
+        )
         return {
-            item_id: StoredId(row_id, archived)
-            for item_id, row_id, archived in self.connection().execute(statement)
+            item_id: StoredItem(row_id, content)
+            for item_id, row_id, content in self.connection().execute(statement)
         }
 
-    def live_contents(self, project_id: int, kind: str) -> list[bytes]:
-        """The documents of the items of ``kind`` not archived, in file order: the file's
-        contents, the column alone (no rows, whose search text is up to 100,000 characters an
-        item)."""
-        return list(
-            self.session.exec(LIVE_CONTENTS, params={"kind": kind, "project_id": project_id})
-        )
-
     def live_contents_within(self, project_id: int, kind: str, up_to: int) -> list[bytes] | None:
-        """``live_contents`` when they are at most ``up_to`` bytes together; else None, and
-        none of them read. One statement either way."""
+        """The documents of the items of ``kind`` not archived, in file order (the column
+        alone), when they are at most ``up_to`` bytes together; else None, and none of them
+        read. One statement either way."""
         parameters = {"kind": kind, "project_id": project_id, "up_to": up_to}
         contents = list(self.session.exec(LIVE_CONTENTS_WITHIN, params=parameters))
         return None if None in contents else contents

@@ -448,10 +448,10 @@ def store_items_file(
     styles = FileStyleRepository(write.sessions)
     style_row = styles.get(pid, kind.value)
     old_style = _file_style(style_row.style if style_row is not None else None)
-    live = repository.live_contents(pid, kind.value)
+    stored = repository.stored_items(pid, kind.value)
+    live = [item.live_content for item in stored.values() if item.live_content is not None]
     precondition(etag_of(_render_items(live, old_style)) if live else None)
     style = prepared.detected or old_style
-    stored = repository.stored_ids(pid, kind.value)
     mark = _features_completed(write.session, pid)
     changed = {"archived_at": None, "updated_at": utcnow()}
     kept, added = [], []
@@ -464,7 +464,7 @@ def store_items_file(
             kept.append(row | {"row_id": found.id})
     repository.store_many(kept)
     repository.create_many(added)
-    repository.delete_many([row.id for row in stored.values() if not row.archived])
+    repository.delete_many([item.id for item in stored.values() if item.live_content is not None])
     if style_row is None:
         style_row = MemoryFileStyle(project_id=pid, kind=kind.value, style=style.value)
     style_row.style = style.value
