@@ -17,6 +17,7 @@ from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.core.security import Principal
 from app.formats.archive import MEDIA_TYPE
+from app.formats.gzip import is_gzip
 from app.idempotency.service import Idempotency, IdempotencyDep
 from app.storage.route import in_bulk_import_turn
 
@@ -110,9 +111,10 @@ def _import(
         save_bytes=settings.max_bulk_body_bytes,
         summary_tokens=settings.memory_summary_max_tokens,
     )
+    tar = request.inflate(raw) if is_gzip(raw) else raw
     # Parsing, redaction and compression of every member first, without the database; then
     # the writes alone, in batches that other writers interleave with.
-    steps = service.prepare_import(raw, limits)
+    steps = service.prepare_import(tar, limits, request.held)
     return service.write_import(
         database,
         principal.tenant,

@@ -31,7 +31,6 @@ from app.archive.schemas import (
     RefusedMember,
     SkippedMember,
 )
-from app.core.body import decompress_body
 from app.core.constraints import IDENTIFIER_PATTERN, IDENTIFIER_RULE
 from app.core.db import Database, WriteSession, session_scope
 from app.core.documents import Download
@@ -45,6 +44,7 @@ from app.core.errors import (
     Problem,
     format_problem,
 )
+from app.core.limits import HeldBody
 from app.core.pagination import cursor_seal, decode_position, encode_position
 from app.features import service as features
 from app.formats import agent_memory, mdan_save
@@ -604,10 +604,13 @@ def _refusal(path: str, problem: Problem) -> Step:
 
 
 class _Budget:
-    """What the archive's files inflate to, in total: at most the bulk limit."""
+    """What the archive's files inflate to, in total: at most the bulk limit; and what their
+    inflating adds to the memory the request holds, in its tenant's share of the bodies'
+    (``held``: None for none)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, held: HeldBody | None) -> None:
         self.limit = limit
+        self.held = held
         self.used = 0
 
     def _too_large(self) -> ContentTooLarge:
@@ -617,14 +620,21 @@ class _Budget:
         )
 
     def inflate(self, content: bytes) -> bytes:
-        """A ``.json.gz`` member inflated within what is left of the limit."""
+        """A ``.json.gz`` member inflated within what is left of the limit and of the share
+        (a 429 when the share ends first), then held in the share."""
+        left = self.limit - self.used
+        most = left if self.held is None else min(left, self.held.most() - self.held.size)
         try:
-            inflated = gzip_format.decompress(content, self.limit - self.used)
+            inflated = gzip_format.decompress(content, most)
         except gzip_format.DecompressedTooLarge as exc:
+            if self.held is not None and most < left:
+                raise self.held.refusal() from None
             raise self._too_large() from exc
         except gzip_format.GzipError as exc:
             raise MalformedBody(f"The gzip file cannot be decompressed: {exc}.") from exc
         self.count(len(inflated))
+        if self.held is not None:
+            self.held.up_to(self.held.size + len(inflated))
         return inflated
 
     def count(self, size: int) -> None:
@@ -686,14 +696,15 @@ def _prepared(member: Member, limits: Limits) -> Step:
     return Step(len(member.content), lambda importer: importer.run(member, prepared))
 
 
-def prepare_import(raw: bytes, limits: Limits) -> list[Step]:
-    """Phases 1 and 2, without the database: the archive's steps, in the order they are
-    written. An archive that cannot be read at all is a 400, one whose files inflate past
-    the bulk limit in total a 413; both import nothing."""
-    tar_bytes = decompress_body(raw, limits.save_bytes) if is_gzip(raw) else raw
-    budget = _Budget(limits.save_bytes)
+def prepare_import(tar: bytes, limits: Limits, held: HeldBody | None) -> list[Step]:
+    """Phases 1 and 2, without the database: the archive's steps (of its tar, inflated), in
+    the order they are written. An archive that cannot be read at all is a 400, one whose
+    files inflate past the bulk limit in total a 413, one whose ``.json.gz`` saves inflate
+    past what its tenant's share of the bodies' memory has left (``held``) a 429; all import
+    nothing."""
+    budget = _Budget(limits.save_bytes, held)
     admitted: list[Member | Step] = []
-    for entry in archive_format.read(tar_bytes, limits.save_bytes):
+    for entry in archive_format.read(tar, limits.save_bytes):
         if (member := _admit(entry, limits, budget)) is not None:
             admitted.append(member)
     steps: list[Step] = []

@@ -87,19 +87,22 @@ class DecodedRequest(Request):
                 chunks.append(chunk)
             raw = b"".join(chunks)
             if encoding == "gzip":
-                raw = await self._inflated(raw)
+                # Off the event loop: a body of many members, or one near the limit, takes
+                # milliseconds to inflate, which every other request would wait out.
+                raw = await run_in_threadpool(self.inflate, raw)
             self._body = raw
         return self._body
 
-    async def _inflated(self, raw: bytes) -> bytes:
+    def inflate(self, raw: bytes) -> bytes:
         """A gzip body inflated, within the route's limit and the room its tenant's share has
-        left: a body of kilobytes that inflates to the limit is stopped where the share ends,
-        not after it has taken that memory."""
+        left, the inflated bytes held in the share in place of the compressed ones: a body of
+        kilobytes that inflates to the limit is stopped where the share ends (a 429), not
+        after it has taken that memory. For a body sent with ``Content-Encoding: gzip``, and
+        for a route whose body may be a gzip file (a ``.json.gz`` save, a ``.tar.gz``
+        archive), which inflates it in its worker thread."""
         most = self.limit if self.held is None else min(self.limit, self.held.most())
         try:
-            # Off the event loop: a body of many members, or one near the limit, takes
-            # milliseconds to inflate, which every other request would wait out.
-            inflated = await run_in_threadpool(decompress_body, raw, most)
+            inflated = decompress_body(raw, most)
         except ContentTooLarge:
             if self.held is not None and most < self.limit:
                 raise self.held.refusal() from None

@@ -4,7 +4,6 @@ from fastapi import Query, Request, Response
 
 from app.core.body import (
     DecodedRequest,
-    decompress_body,
     raw_body,
 )
 from app.core.conditional import if_match
@@ -57,7 +56,7 @@ def import_save(
     raw = request.received
     settings = get_settings(request)
     if is_gzip(raw):
-        raw = decompress_body(raw, settings.max_bulk_body_bytes)
+        raw = request.inflate(raw)
     # The slow, pure part first: the database (SQLite's single writer) is not held meanwhile.
     prepared = service.prepare_save(raw, filename)
 

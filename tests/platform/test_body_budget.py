@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from app.core import body
 from app.core.body import decompress_body
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, http_scope
+from tests.helpers import assert_problem, http_scope, python_indent2, seed_save, tar_gz
 from tests.mcp_client import BASE_URL as MCP_BASE_URL
 
 MCP_HEADERS = {
@@ -223,6 +223,75 @@ def test_a_gzip_body_inflates_only_as_far_as_the_room_left(app, budget, project,
     )
     assert served.status_code == 201, served.text
     assert budget.held == {}
+
+
+@pytest.fixture
+def larger_budget(budget, monkeypatch):
+    """Room for a save and a tar of one record (tarfile pads a tar to 10,240 bytes)."""
+    monkeypatch.setattr(budget, "per_tenant", 15_000)
+    monkeypatch.setattr(budget, "per_server", 20_000)
+    return budget
+
+
+def _padded_save(padding: int) -> bytes:
+    document = seed_save()
+    document["x_padding"] = "y" * padding
+    return python_indent2(document)
+
+
+def test_a_gzip_save_file_inflates_only_as_far_as_the_room_left(
+    app, larger_budget, project, monkeypatch
+):
+    """A ``.json.gz`` save sent as ``application/gzip`` (its route inflates it) is held in the
+    tenant's share as a gzip-encoded body is: one that inflates past the share is refused,
+    its inflation stopped where the share ends (not at the bulk limit); a save within the
+    share is stored, and nothing stays held."""
+    key = create_key(app, "t-gzip-save", "read", "write")
+    inflated_within: list[int] = []
+
+    def recorded(raw: bytes, limit: int) -> bytes:
+        inflated_within.append(limit)
+        return decompress_body(raw, limit)
+
+    monkeypatch.setattr(body, "decompress_body", recorded)
+    client = client_for(app, key)
+    path = f"/v1/projects/{project}/saves"
+    gz = {"content-type": "application/gzip"}
+    large = gzip.compress(_padded_save(40_000), mtime=0)
+    assert len(large) < 2000
+    refused = client.post(path, content=large, headers=gz)
+    assert "this tenant's" in assert_problem(refused, 429)["detail"]
+    assert inflated_within == [15_000]  # the share, not the bulk limit
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+    stored = client.post(path, content=gzip.compress(_padded_save(100), mtime=0), headers=gz)
+    assert stored.status_code == 201, stored.text
+    assert larger_budget.held == {}
+
+
+@pytest.mark.parametrize("inflating", ["tar", "save"])
+def test_a_gzip_archive_inflates_only_as_far_as_the_room_left(
+    app, larger_budget, project, inflating
+):
+    """An archive's ``.tar.gz``, and each ``.json.gz`` save in it, are held in the tenant's
+    share as they inflate: either inflating past it refuses the import (a 429) and imports
+    nothing, however small the body sent."""
+    key = create_key(app, f"t-gzip-{inflating}", "read", "write")
+    if inflating == "tar":
+        members = {"notes/zeros.txt": b"\0" * 30_000}
+    else:
+        saved = gzip.compress(_padded_save(40_000), mtime=0)
+        members = {"mdan/mdan-save-1705314225.json.gz": saved}
+    archive = tar_gz(members)
+    assert len(archive) < 2000
+    client = client_for(app, key)
+    refused = client.post(
+        f"/v1/projects/{project}/archive",
+        content=archive,
+        headers={"content-type": "application/gzip"},
+    )
+    assert "this tenant's" in assert_problem(refused, 429)["detail"]
+    assert client.get(f"/v1/projects/{project}").status_code == 404
+    assert larger_budget.held == {}
 
 
 def test_failed_requests_give_their_share_back(app, budget, project, monkeypatch):
