@@ -365,11 +365,12 @@ def install_error_handlers(app: FastAPI) -> None:
         )
 
     async def on_disconnect(request: Request, exc: Exception) -> Response:
-        # The client closed its connection before its body arrived: nothing was read, nothing
-        # changes, and no one is left to read this answer. Not a server error.
-        log.info("client disconnected during its request body on %s", request.url.path)
+        # The client closed its connection before its body arrived, or while its request
+        # waited for a turn: nothing changes, and no one is left to read this answer. Not a
+        # server error.
+        log.info("client disconnected before its request was answered on %s", request.url.path)
         return problem_response(
-            MalformedBody("The connection closed before the request body was complete."), request
+            MalformedBody("The connection closed before the request was answered."), request
         )
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:

@@ -17,13 +17,13 @@ client may trickle one for minutes: 16 save bodies of 60 MB sent slowly held 1 G
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 import anyio
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from app.core.errors import PROBLEM_MEDIA_TYPE, TooManyRequests
 
@@ -156,7 +156,11 @@ class Turns:
             RETRY_AFTER_SECONDS,
         )
 
-    async def take(self, tenant: str) -> Turn:
+    async def take(self, tenant: str, gone: Callable[[], Awaitable[bool]] | None = None) -> Turn:
+        """A turn for ``tenant``, at once or after a wait. ``gone`` tells, at each look,
+        whether the request's client has gone (``Request.is_disconnected``): such a waiter
+        leaves its place (``ClientDisconnect``), and a turn is not taken, nor a document
+        read and built, for nobody."""
         if self._taken(tenant):
             return Turn(self, tenant)
         ticket = self._queued(tenant)
@@ -165,6 +169,8 @@ class Turns:
         deadline = anyio.current_time() + self.wait_seconds
         try:
             while not self._taken(tenant, ticket):
+                if gone is not None and await gone():
+                    raise ClientDisconnect()
                 left = deadline - anyio.current_time()
                 if left <= 0:
                     raise self._refusal(tenant)

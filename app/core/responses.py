@@ -111,7 +111,7 @@ async def in_export_turn(request: Request, tenant: str, build: Callable[[], Resp
     (``export_turns``: per tenant and per server, waited for in order, then a 429 with
     ``Retry-After``), which is given back when the response ends, sent or abandoned (what the
     response holds is held until then), or at once if ``build`` fails."""
-    turn = await export_turns(request).take(tenant)
+    turn = await export_turns(request).take(tenant, request.is_disconnected)
     try:
         response = await run_in_threadpool(build)
     except BaseException:

@@ -306,7 +306,7 @@ async def in_bulk_import_turn(
         replayed = await idempotency.recorded_first(get_database(request))
         if replayed is not None:
             return replayed
-    turn = await bulk_import_turns(request).take(tenant)
+    turn = await bulk_import_turns(request).take(tenant, request.is_disconnected)
     try:
         return await run_in_threadpool(work)
     finally:

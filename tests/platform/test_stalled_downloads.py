@@ -182,9 +182,11 @@ def test_stalled_archive_readers_hold_nothing_other_tenants_need(
     assert max(stalled, after_requests) - before < 200 * MIB
 
 
-def _wait_for_metric(server: Server, name: str, value: float) -> None:
+def _wait_for_metric(
+    server: Server, name: str, value: float, within: float = ANSWERED_WITHIN
+) -> None:
     pattern = re.compile(rf"^{name} ([0-9.e+-]+)$", re.MULTILINE)
-    deadline = time.monotonic() + ANSWERED_WITHIN
+    deadline = time.monotonic() + within
     found = None
     while time.monotonic() < deadline:
         found = pattern.search(httpx.get(server.url + "/metrics").text)
@@ -250,6 +252,33 @@ def test_exports_beyond_the_limits_are_429_and_a_stalled_reader_is_dropped(backe
 
         for tenant in ("a", "c"):
             assert clients[tenant].get("/v1/projects/p/archive").status_code == 200
+
+
+def test_a_client_that_goes_away_while_it_waits_for_a_turn_leaves_its_place(backend, tmp_path):
+    """Three clients ask for an archive while their tenant's one export turn is held by a
+    reader that does not read, then go away: they leave the waiters at once, where they kept
+    their places until a turn came (or the wait's 60 s ran out), then had an archive built
+    for nobody. The turn stays with the reader it is held by."""
+    database_url = backend.new_database_url()
+    upgrade(database_url)
+    key = create_key_in(database_url, "a")
+    settings = {
+        "ARCHIVE_EXPORTS_PER_TENANT": "1",
+        "ARCHIVE_EXPORTS_PER_SERVER": "2",
+        "ARCHIVE_EXPORT_WAIT_SECONDS": "60",
+        "SEND_TIMEOUT_SECONDS": "60",
+    }
+    with running(database_url, tmp_path / "server.log", settings) as server:
+        with _client(server, key) as client:
+            _fill_big_project(client, "p")
+        with _stalled(server, key, "p", 1):
+            waiters = [_stalled_reader(server, key, "p") for _ in range(3)]
+            _wait_for_metric(server, "context_store_archive_exports_waiting", 3)
+            for waiter in waiters:
+                waiter.close()
+            # The waiters look every 50 ms: seconds are room enough for a loaded machine.
+            _wait_for_metric(server, "context_store_archive_exports_waiting", 0, within=10)
+            _wait_for_metric(server, "context_store_archive_exports_running", 1, within=5)
 
 
 def test_a_slow_reader_is_served_to_the_end(backend, tmp_path):

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
+from starlette.requests import ClientDisconnect
 
 from app.core.errors import TooManyRequests
 from app.core.limits import LOOK_AGAIN_SECONDS, WAITERS_PER_TURN, Turn, Turns
@@ -116,6 +117,45 @@ def test_waiters_are_bounded_per_tenant_and_per_server():
             for turn in held:
                 turn.release()
         assert sorted(taken) == sorted(["a"] * bound + ["b"] * bound + ["c"] * 3 + ["d"])
+        assert turns.total == 0 and turns.waiting == 0
+
+    _run(scenario)
+
+
+def test_a_waiter_whose_client_has_gone_leaves_its_place():
+    """A waiter asked at each look whether its client has gone (``Request.is_disconnected``)
+    leaves its place once it has (``ClientDisconnect``), without waiting for a turn it would
+    take for nobody; the turn freed next goes to the waiter that stayed."""
+
+    async def scenario() -> None:
+        turns = Turns("exports", per_tenant=1, per_server=1, wait_seconds=30)
+        held = await turns.take("a")
+        client_gone = False
+
+        async def gone() -> bool:
+            return client_gone
+
+        left: list[str] = []
+        taken: list[str] = []
+
+        async def leaving() -> None:
+            with pytest.raises(ClientDisconnect):
+                await turns.take("a", gone)
+            left.append("a")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(leaving)
+            with anyio.fail_after(5):
+                while turns.waiting == 0:
+                    await anyio.sleep(0.001)
+            await _queued(turns, "a", group, taken)
+            client_gone = True
+            with anyio.fail_after(10 * LOOK_AGAIN_SECONDS):
+                while not left:
+                    await anyio.sleep(0.001)
+            assert turns.waiting == 1 and turns.total == 1
+            held.release()
+        assert taken == ["a"]
         assert turns.total == 0 and turns.waiting == 0
 
     _run(scenario)
