@@ -32,7 +32,14 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from app.formats import parts
-from app.formats.errors import Faults, FormatError, InvalidDocument, MalformedDocument, Notes
+from app.formats.errors import (
+    Faults,
+    FormatError,
+    InvalidDocument,
+    MalformedDocument,
+    Notes,
+    quoted,
+)
 from app.formats.jsondoc import INT64, pointer
 
 CURRENT_VERSION = 2
@@ -129,8 +136,8 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         if key in document:
             # Go keeps the last of duplicate keys; which one a writer meant cannot be known.
             raise InvalidDocument(
-                f"The key {key!r} appears twice in one object.",
-                [("", f"duplicate key {key!r}")],
+                f"The key {quoted(key)} appears twice in one object.",
+                [("", f"duplicate key {quoted(key)}")],
             )
         document[key] = value
     return document

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from app.formats import jsondoc
-from app.formats.errors import InvalidDocument, Notes
+from app.formats.errors import InvalidDocument, Notes, quoted
 from app.formats.timestamps import parse_iso8601
 
 VERSION = "1.0"
@@ -224,8 +224,8 @@ def _apply(
                         warnings.append(
                             FieldWarning(
                                 jsondoc.pointer(*path, name, phase),
-                                f"status {status!r} is not one of {', '.join(child.allowed)}; "
-                                "'pending' used",
+                                f"status {quoted(status)} is not one of "
+                                f"{', '.join(child.allowed)}; 'pending' used",
                             )
                         )
 
@@ -238,7 +238,8 @@ def parse(raw: bytes, now: datetime) -> tuple[dict[str, Any], Notes[FieldWarning
     version = document.get("version", VERSION)
     if version != VERSION:
         raise InvalidDocument(
-            f"Save format version {version!r} is not supported; this service reads {VERSION!r}.",
+            f"Save format version {quoted(version)} is not supported; "
+            f"this service reads {VERSION!r}.",
             [("/version", f"must be {VERSION!r}")],
         )
     warnings: Notes[FieldWarning] = Notes()
@@ -329,7 +330,8 @@ def summarize(document: dict[str, Any], listed_characters: int) -> Summary:
             unlisted.append(
                 FieldWarning(
                     jsondoc.pointer(*path),
-                    f"{value!r} kept as written; the saves listing cannot hold it and shows null",
+                    f"{quoted(value)} kept as written; "
+                    "the saves listing cannot hold it and shows null",
                 )
             )
         return stored

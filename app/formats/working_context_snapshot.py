@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from app.formats import jsondoc
-from app.formats.errors import Faults, InvalidDocument
+from app.formats.errors import Faults, InvalidDocument, quoted
 
 SCHEMA_VERSION = 1
 FILENAME = "working_context_snapshot.json"
@@ -127,7 +127,8 @@ def _header_faults(document: dict[str, Any], agent_id: str) -> list[Fault]:
         faults.append(
             (
                 "/schema_version",
-                f"schema_version {version!r} is not supported; this service reads {SCHEMA_VERSION}",
+                f"schema_version {quoted(version)} is not supported; "
+                f"this service reads {SCHEMA_VERSION}",
             )
         )
     if "agent_id" in document and document["agent_id"] != agent_id:

@@ -121,6 +121,16 @@ _QUOTED_INPUT = re.compile(r"input_value=.*, input_type=")
 _NOT_QUOTED = "input_value=(not shown), input_type="
 
 
+# An error quotes what the caller sent (the SDK's "Method not found" its method, a resource's
+# error its URI) whole: a string of an error longer than this is such an echo, and is described,
+# not sent back. A 30 MB URI echoed twice was walked for secrets, 60 MB, holding the event loop
+# 4-9 s (2026-11-27). Not cut: a secret cut in two is matched by no pattern.
+_ECHOED_CHARACTERS = 1000
+# An error answer at most this large is redacted as it is (cheap at that size); a larger one is
+# parsed, its echoes described.
+_ECHO_BYTES = 4 * _ECHOED_CHARACTERS
+
+
 def _unquoted(value: Any) -> Any:
     if isinstance(value, str):
         return _QUOTED_INPUT.sub(_NOT_QUOTED, value)
@@ -132,16 +142,30 @@ def _unquoted(value: Any) -> Any:
 
 
 def _error_without_secrets(body: bytes) -> bytes:
-    """An error, or a tool's error, with no input quoted (``_QUOTED_INPUT``) and any secret
-    it quotes otherwise redacted."""
-    if b"input_value=" in body:
+    """An error, or a tool's error, with no input quoted (``_QUOTED_INPUT``), no long echo of
+    the request (``_ECHOED_CHARACTERS``), and any secret it quotes otherwise redacted."""
+    if b"input_value=" in body or len(body) > _ECHO_BYTES:
         try:
             answer = json.loads(body)
         except ValueError:  # not JSON: its text
             body = _unquoted(body.decode("utf-8", "replace")).encode()
         else:
+            if isinstance(answer, dict) and "error" in answer:
+                answer["error"] = _without_echoes(answer["error"])
             body = json.dumps(_unquoted(answer), separators=(",", ":")).encode()
     return json_without_secrets(body)
+
+
+def _without_echoes(value: Any) -> Any:
+    """A protocol error's members with each long string (``_ECHOED_CHARACTERS``) described.
+    Not a tool's error: its text is the route's problem, which may list its faults at length."""
+    if isinstance(value, str) and len(value) > _ECHOED_CHARACTERS:
+        return f"({len(value):,} characters of the request, not shown)"
+    if isinstance(value, list):
+        return [_without_echoes(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _without_echoes(item) for key, item in value.items()}
+    return value
 
 
 def _parsed_without_secrets(body: bytes) -> bytes:

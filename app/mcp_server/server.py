@@ -207,6 +207,18 @@ def _reader(
     return read
 
 
+# A handover's message as the resume prompt quotes it: a note is a few lines, and one of
+# megabytes is the agent's to read with list_handovers, not the prompt's to carry.
+PROMPT_NOTE_CHARACTERS = 2000
+
+
+def _prompt_note(message: str) -> str:
+    if len(message) <= PROMPT_NOTE_CHARACTERS:
+        return message
+    more = len(message) - PROMPT_NOTE_CHARACTERS
+    return f"{message[:PROMPT_NOTE_CHARACTERS]}… ({more:,} characters more: list_handovers)"
+
+
 def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[str]]:
     async def resume_where_i_left_off(project: str, agent: str, feature: str | None = None) -> str:
         """Pick up a project where the last session left it: the context pack (running
@@ -218,7 +230,11 @@ def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[st
             pack = await store.context_pack(project, feature_id=feature)
             saves = await store.list_saves(project, limit=1)
             handovers = await store.list_handovers(project, to_agent=agent, limit=10)
-        lines = [f"You are {agent}, resuming work on project {project}.", "", pack.markdown]
+        # It quotes its arguments (the agent need not exist): a secret pasted there goes as
+        # it would in a problem. The rest is the store's answers, redacted as they were
+        # stored: walked again, ten handovers of 3.9 MB held the event loop 7.5 s (2026-11-27).
+        opening = redact_value(f"You are {agent}, resuming work on project {project}.")
+        lines = [opening, "", pack.markdown]
         if saves.items:
             save = saves.items[0]
             lines += [
@@ -229,14 +245,11 @@ def _resume_prompt(store: AsyncContextStoreClient) -> Callable[..., Awaitable[st
         if handovers.items:
             lines += ["", "## Handed over to you"]
             lines += [
-                f"- {item.feature_id}: {item.note.get('message', '')} "
+                f"- {item.feature_id}: {_prompt_note(str(item.note.get('message', '')))} "
                 f"(from {item.note.get('from_agent')})"
                 for item in handovers.items
             ]
-        # It quotes its arguments (the agent need not exist): a secret pasted there goes as
-        # it would in a problem.
-        text: str = redact_value("\n".join(lines))
-        return text
+        return "\n".join(lines)
 
     return resume_where_i_left_off
 

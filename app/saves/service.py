@@ -12,7 +12,7 @@ from app.core.documents import ANY_SIZE, Download, check_size
 from app.core.errors import Conflict, NotFound
 from app.formats import gzip as gzip_format
 from app.formats import jsondoc, mdan_save
-from app.formats.errors import MAX_LISTED, Notes
+from app.formats.errors import MAX_LISTED, Notes, quoted
 from app.projects.repository import ProjectRepository
 from app.projects.service import project_id
 from app.redaction import Redactions, redact_pointer, redact_value
@@ -204,7 +204,7 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
     document = jsondoc.load(_file_bytes(save))
     if document.get("version") != mdan_save.VERSION:
         raise Conflict(
-            f"Save version {document.get('version')!r} cannot be resumed by a "
+            f"Save version {quoted(document.get('version'))} cannot be resumed by a "
             f"{mdan_save.VERSION!r} reader."
         )
     # As seed 000's load_context does: Python's int has no largest value.

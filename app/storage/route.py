@@ -285,7 +285,7 @@ class WriteRoute(ContextStoreRoute):
                 response = await database.write_turns.run(project, run)
             # Whether or not the request had an Idempotency-Key (whose answer is remembered
             # redacted): the first answer is the same either way.
-            return answer_without_secrets(response)
+            return await _without_secrets(response)
 
         handing_writes.__signature__ = signature.replace(  # type: ignore[attr-defined]  # read by inspect.signature, which FastAPI calls
             parameters=[
@@ -293,6 +293,15 @@ class WriteRoute(ContextStoreRoute):
             ]
         )
         return handing_writes, _REQUEST if request_name is None else request_name
+
+
+async def _without_secrets(response: Response) -> Response:
+    """``answer_without_secrets``, for a large answer in a worker thread: a resume answers its
+    whole save, and 30 MB of it walked for secrets on the event loop held every tenant's
+    requests 5 s (2026-11-27). A small one, as most are, costs no thread hop."""
+    if len(response.body) <= SMALL_WRITE_BYTES:
+        return answer_without_secrets(response)
+    return await run_in_threadpool(answer_without_secrets, response)
 
 
 async def in_bulk_import_turn(
