@@ -11,7 +11,8 @@ Nor does uvicorn time a request's arrival: it times a connection only once a res
 complete (keep-alive), so a connection that never sends, a head sent a byte at a time or a
 body that stops halfway held its socket and memory for good (a hostile client kept such
 connections 300 s, 2026-11-27). So a request's head must arrive within ``read_timeout`` of its
-first byte (or of the connection), and its body must not pause for that long.
+first byte, and its body must not pause for that long; a new connection must send its first
+byte within uvicorn's keep-alive timeout, as a kept-alive one must.
 """
 
 import asyncio
@@ -65,7 +66,13 @@ class BoundedRequestProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._time_reading()
+        # Until its first byte a new connection is idle, as a kept-alive one is between its
+        # requests, and is closed after as long (uvicorn's ``timeout_keep_alive``, or the
+        # head's own deadline if shorter): with the head's deadline from the connection,
+        # 20,000 connections that sent nothing held every file descriptor for 30 s, and other
+        # clients' new connections failed (2026-11-27).
+        idle = min(self.timeout_keep_alive, self.read_timeout)
+        self.read_timer = self.loop.call_later(idle, self._idle_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timing()
@@ -73,9 +80,9 @@ class BoundedRequestProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self.reading_head:
-            self.head_bytes += len(data)
-            if self.read_timer is None:
+            if self.read_timer is None or self.head_bytes == 0:
                 self._time_reading()  # a head begins: its deadline runs from here
+            self.head_bytes += len(data)
         else:
             self._time_reading()  # the body goes on: its pause starts again
         super().data_received(data)
@@ -114,6 +121,11 @@ class BoundedRequestProtocol(HttpToolsProtocol):
         if self.read_timer is not None:
             self.read_timer.cancel()
             self.read_timer = None
+
+    def _idle_timed_out(self) -> None:
+        self.read_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def _reading_timed_out(self) -> None:
         self.read_timer = None

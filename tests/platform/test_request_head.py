@@ -279,3 +279,52 @@ def test_a_connection_idle_after_an_early_answer_is_closed(impatient: Server):
         while connection.recv(65536):
             pass
         assert time.monotonic() - started < 5 * READ_TIMEOUT
+
+
+KEEP_ALIVE = 1.0
+HEAD_DEADLINE = 10.0
+
+
+@pytest.fixture(scope="module")
+def keeping_alive() -> Iterator[int]:
+    """A server whose keep-alive timeout is far below its heads' deadline."""
+    port = free_port()
+    config = uvicorn.Config(
+        _patient_app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        timeout_keep_alive=int(KEEP_ALIVE),
+        http=bounded_request_protocol(LIMIT, HEAD_DEADLINE),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield port
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_a_new_connection_that_sends_nothing_is_closed_as_an_idle_one_is(keeping_alive: int):
+    """Within the keep-alive timeout, not the head's deadline: 20,000 connections that sent
+    nothing held every file descriptor for 30 s each (2026-11-27)."""
+    with socket.create_connection(("127.0.0.1", keeping_alive), timeout=3 * HEAD_DEADLINE) as c:
+        started = time.monotonic()
+        assert c.recv(65536) == b""
+        assert time.monotonic() - started < HEAD_DEADLINE / 2
+
+
+def test_a_head_that_has_begun_has_the_heads_deadline(keeping_alive: int):
+    """Its first byte ends the idle wait: a head sent slowly for longer than the keep-alive
+    timeout, within its own deadline, is served."""
+    head = b"GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    pieces = [head[:10], head[10:20], head[20:30], head[30:]]
+    with socket.create_connection(("127.0.0.1", keeping_alive), timeout=3 * HEAD_DEADLINE) as c:
+        for piece in pieces:
+            c.sendall(piece)
+            time.sleep(KEEP_ALIVE * 0.8)
+        answer = c.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
