@@ -6,14 +6,17 @@ file sent whole (NDJSON) holds them while it is read, then its bytes until they 
 file of raw traces grows without bound: 16 exports at once of one of 45 MB held 1.5 GB and
 every other tenant's requests for seconds, 2026-11-27); an import under the bulk limit (a
 save's, an archive's) holds a worker thread while it parses, redacts and compresses up to 64
-MiB. Turns bound how many run at once, so that one tenant cannot take every export (or the
-disk), or every worker thread, from the others.
+MiB; the body of an MCP call over the body limit is made by the SDK into objects many times
+its size (four of 60 MB at once held 2 GB, 2026-11-27), and takes an import's turn. Turns
+bound how many run at once, so that one tenant cannot take every export (or the disk), or
+every worker thread, or the memory, from the others.
 
 Request bodies are held whole in memory from their first byte until their request ends (a
 client may trickle one for minutes: 16 save bodies of 60 MB sent slowly held 1 GB, 2026-11-27).
 ``BodyBytes`` bounds what one tenant's bodies, and all of them, hold at once.
 """
 
+import functools
 import itertools
 import threading
 from collections import Counter
@@ -57,16 +60,17 @@ LARGE_FILE_EXPORTS_ALL_RUNNING = EXPORTS_ALL_RUNNING | {
 
 
 class Turn:
-    """One held turn; ``release`` gives it back (once, however often it is called)."""
+    """One held turn; ``release`` gives it back (once, however often it is called). One that
+    an in-process caller keeps (``keeping_turns``) is given back by the caller, and its
+    ``release`` gives back nothing."""
 
-    def __init__(self, turns: "Turns", tenant: str) -> None:
-        self._turns = turns
-        self._tenant: str | None = tenant
+    def __init__(self, give_back: Callable[[], None] | None) -> None:
+        self._give_back = give_back
 
     def release(self) -> None:
-        if self._tenant is not None:
-            self._turns._give_back(self._tenant)
-            self._tenant = None
+        give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            give_back()
 
 
 class Turns:
@@ -157,12 +161,23 @@ class Turns:
         )
 
     async def take(self, tenant: str, gone: Callable[[], Awaitable[bool]] | None = None) -> Turn:
-        """A turn for ``tenant``, at once or after a wait. ``gone`` tells, at each look,
-        whether the request's client has gone (``Request.is_disconnected``): such a waiter
-        leaves its place (``ClientDisconnect``), and a turn is not taken, nor a document
-        read and built, for nobody."""
+        """One of ``tenant``'s turns, once it is free; the 429 when none frees in time.
+        ``gone`` tells, at each look, whether the request's client has gone
+        (``Request.is_disconnected``): such a waiter leaves its place (``ClientDisconnect``),
+        and a turn is not taken, nor a document read and built, for nobody. Within
+        ``keeping_turns``, the one its block keeps of these turns: taken the first time, kept
+        until the block ends (its in-process requests take no second one, which with one
+        turn a tenant they would wait for behind their own caller)."""
+        kept = _kept_turns.get()
+        if kept is None:
+            return await self._take(tenant, gone)
+        if not any(turns is self and owner == tenant for turns, owner, _ in kept):
+            kept.append((self, tenant, await self._take(tenant, gone)))
+        return Turn(None)
+
+    async def _take(self, tenant: str, gone: Callable[[], Awaitable[bool]] | None) -> Turn:
         if self._taken(tenant):
-            return Turn(self, tenant)
+            return Turn(functools.partial(self._give_back, tenant))
         ticket = self._queued(tenant)
         if ticket is None:
             raise self._refusal(tenant)
@@ -178,7 +193,7 @@ class Turns:
         finally:
             with self._lock:
                 self._queue.pop(ticket, None)  # still there unless the turn was taken
-        return Turn(self, tenant)
+        return Turn(functools.partial(self._give_back, tenant))
 
     def _give_back(self, tenant: str) -> None:
         with self._lock:
@@ -264,39 +279,30 @@ class HeldBody:
         self.size = 0
 
 
-# The turns kept for a request by what calls the app in process for it (an MCP call, whose
-# tool sends its route's request through the app and holds that answer whole until its own has
-# been sent): None outside such a call.
-_kept_turns: ContextVar[list[Turn] | None] = ContextVar("kept_turns", default=None)
+# The turns kept by what calls the app in process for a request of its own (an MCP call,
+# whose tool sends its route's request through the app, in the same context, and holds that
+# answer whole until its own has been sent), each with its ``Turns`` and tenant: None outside
+# such a call.
+_kept_turns: ContextVar[list[tuple[Turns, str, Turn]] | None] = ContextVar(
+    "kept_turns", default=None
+)
 
 
 @contextmanager
 def keeping_turns() -> Iterator[None]:
-    """Turns taken for responses within the block given back at its end, not when each of
-    those responses ends: an in-process caller that holds their bodies until its own response
-    is sent holds their turns as long."""
-    kept: list[Turn] = []
+    """Turns taken within the block, by the caller itself or by the requests it makes in
+    process, are the block's: one of each ``Turns`` for a tenant, taken when first asked for
+    and given back when the block ends, not when a request's own response ends. The caller
+    holds those responses' bodies until its own response is sent, and so their turns; and a
+    turn it took for its own work (an MCP call's large body) is the one its requests use."""
+    kept: list[tuple[Turns, str, Turn]] = []
     token = _kept_turns.set(kept)
     try:
         yield
     finally:
         _kept_turns.reset(token)
-        for turn in kept:
+        for _, _, turn in kept:
             turn.release()
-
-
-def given_back_when_sent(turn: Turn) -> Callable[[], None]:
-    """What gives ``turn`` back when its response ends: ``turn.release``, or nothing when an
-    in-process caller keeps it (``keeping_turns``) until its own response ends."""
-    kept = _kept_turns.get()
-    if kept is None:
-        return turn.release
-    kept.append(turn)
-    return _keep
-
-
-def _keep() -> None:
-    """The turn stays with the caller that keeps it."""
 
 
 def bulk_import_turns(request: Request) -> Turns:

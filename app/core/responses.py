@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from app.core.conditional import not_modified
 from app.core.deps import get_settings
 from app.core.documents import ANY_SIZE, Download, Oversized
-from app.core.limits import export_turns, given_back_when_sent
+from app.core.limits import export_turns
 from app.formats import gzip as gzip_format
 
 SPOOL_READ_BYTES = 64 * 1024
@@ -110,14 +110,15 @@ async def in_export_turn(request: Request, tenant: str, build: Callable[[], Resp
     """``build``'s response, built in a worker thread in one of the tenant's export turns
     (``export_turns``: per tenant and per server, waited for in order, then a 429 with
     ``Retry-After``), which is given back when the response ends, sent or abandoned (what the
-    response holds is held until then), or at once if ``build`` fails."""
+    response holds is held until then), or at once if ``build`` fails; within
+    ``keeping_turns``, when its block ends."""
     turn = await export_turns(request).take(tenant, request.is_disconnected)
     try:
         response = await run_in_threadpool(build)
     except BaseException:
         turn.release()
         raise
-    return ClosingResponse(response, given_back_when_sent(turn))
+    return ClosingResponse(response, turn.release)
 
 
 class ClosingResponse(Response):

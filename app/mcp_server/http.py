@@ -26,9 +26,9 @@ from app.client import AsyncContextStoreClient
 from app.core import redaction
 from app.core.body import DecodedRequest
 from app.core.config import Settings
-from app.core.deps import authenticated
+from app.core.deps import authenticated, get_settings
 from app.core.errors import Forbidden, MalformedBody, Problem, problem_response
-from app.core.limits import HeldBody, keeping_turns
+from app.core.limits import HeldBody, bulk_import_turns, keeping_turns
 from app.core.rebinding import MisdirectedRequest
 from app.core.redaction import json_without_secrets
 from app.mcp_server.server import ContextStoreServer, build_server
@@ -270,7 +270,7 @@ class McpEndpoint:
         self.server = server
         self.security = _transport_security(settings)
         # Tool arguments carry whole saves: the limit of the routes that take them.
-        self.max_body_bytes = settings.max_bulk_body_bytes
+        self.max_bulk_body_bytes = settings.max_bulk_body_bytes
 
     def _manager(self) -> StreamableHTTPSessionManager:
         self.server.streamable_http_app(
@@ -278,7 +278,7 @@ class McpEndpoint:
             stateless_http=True,
             json_response=True,
             transport_security=self.security,
-            max_request_body_size=self.max_body_bytes,
+            max_request_body_size=self.max_bulk_body_bytes,
         )
         return self.server.session_manager
 
@@ -293,12 +293,19 @@ class McpEndpoint:
         held = HeldBody(request.app.state.body_bytes, principal.tenant)
         token = _caller.set(headers)
         try:
-            body = await DecodedRequest(scope, receive, self.max_body_bytes, held).body()
-            manager = self._manager()
-            replayed = _replayed(body, receive)
-            # A tool's route may send a large document in an export turn: this answer holds
-            # the document until it has been sent, and so the turn.
+            body = await DecodedRequest(scope, receive, self.max_bulk_body_bytes, held).body()
+            # The turns this call and its tools' routes take are the call's, given back once
+            # its answer has been sent: a route may send a large document in an export turn,
+            # and this answer holds the document until then.
             with keeping_turns():
+                if len(body) > get_settings(request).max_body_bytes:
+                    # Over the body limit REST takes only an import, in a bulk-import turn: so
+                    # is this call taken, whatever its tool, before the SDK parses the body (on
+                    # the event loop, into objects about ten times its size for an array of
+                    # zeros). The tool's import route uses this turn.
+                    await bulk_import_turns(request).take(principal.tenant, request.is_disconnected)
+                manager = self._manager()
+                replayed = _replayed(body, receive)
                 async with manager.run():
                     await manager.handle_request(scope, replayed, _answered(request, send))
         finally:

@@ -310,7 +310,9 @@ async def in_bulk_import_turn(
     """An import under the bulk limit (a save's, an archive's): the recorded answer of its
     Idempotency-Key, if it has one (a retry of a finished import is answered at once, never
     told to wait or come back), else ``work`` in a worker thread once one of the tenant's
-    turns is free (``app/core/limits.py``: beyond them it waits, then is a 429)."""
+    turns is free (``app/core/limits.py``: beyond them it waits, then is a 429). Sent in
+    process by an MCP call (``keeping_turns``), it uses the call's turn: the one the call
+    took for a body over the limit, else one kept until the call's answer has been sent."""
     if idempotency is not None:
         replayed = await idempotency.recorded_first(get_database(request))
         if replayed is not None:

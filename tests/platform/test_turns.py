@@ -9,7 +9,7 @@ import pytest
 from starlette.requests import ClientDisconnect
 
 from app.core.errors import TooManyRequests
-from app.core.limits import LOOK_AGAIN_SECONDS, WAITERS_PER_TURN, Turn, Turns
+from app.core.limits import LOOK_AGAIN_SECONDS, WAITERS_PER_TURN, Turn, Turns, keeping_turns
 
 
 def _run(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -157,5 +157,27 @@ def test_a_waiter_whose_client_has_gone_leaves_its_place():
             held.release()
         assert taken == ["a"]
         assert turns.total == 0 and turns.waiting == 0
+
+    _run(scenario)
+
+
+def test_within_keeping_turns_a_tenant_takes_one_turn_of_each_kind_until_the_block_ends():
+    """An in-process caller (an MCP call) and the requests it makes share one turn of each kind
+    for its tenant: with one turn a tenant, a request asking for the caller's kind again is
+    handed the caller's, not left to wait behind its own caller. Every turn the block took is
+    given back when it ends, not when a request gives its own back."""
+
+    async def scenario() -> None:
+        imports = Turns("imports", per_tenant=1, per_server=2, wait_seconds=0)
+        exports = Turns("exports", per_tenant=1, per_server=2, wait_seconds=0)
+        with keeping_turns():
+            await imports.take("a")
+            with anyio.fail_after(1):
+                again = await imports.take("a")
+            again.release()
+            (await exports.take("a")).release()
+            (await imports.take("b")).release()
+            assert imports.held == {"a": 1, "b": 1} and exports.held == {"a": 1}
+        assert imports.total == 0 and exports.total == 0
 
     _run(scenario)
