@@ -143,6 +143,21 @@ def test_metrics_count_requests_by_route_template(client, project):
     assert project not in text
 
 
+def test_metrics_count_methods_no_route_answers_as_other(client, project):
+    """Each method a client sends would be a series of its own for every route: the methods
+    no route answers are one, "other"."""
+    for method in ("PROPFIND", "MKCOL", "PURGE"):
+        assert client.request(method, f"/v1/projects/{project}/saves").status_code == 405
+    text = TestClient(client.app).get("/metrics").text
+    assert "PROPFIND" not in text and "MKCOL" not in text and "PURGE" not in text
+    counted = re.search(
+        r'context_store_http_requests_total\{method="other",route="/v1/projects/\{project\}/saves",'
+        r'status="405"\} ([0-9.]+)',
+        text,
+    )
+    assert counted is not None and float(counted.group(1)) >= 3, text
+
+
 def test_metrics_name_routes_of_nested_routers_by_their_full_template(client, project):
     """The save import is declared on a router included in a prefixed one."""
     assert import_save(client, project, seed_save()).status_code == 201
