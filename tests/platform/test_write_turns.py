@@ -4,6 +4,8 @@ project's, in a worker thread), every other write in a worker thread; the turns'
 time limit of a wait for one, an error a write cannot pass back, and the write thread's end when
 the database is disposed."""
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -456,3 +458,39 @@ def test_a_turns_connection_is_replaced_once_another_write_found_the_server_gone
             for sender in senders:
                 sender.join()
         assert answers == [201, 201]
+
+
+def test_tenants_take_turns_in_sqlites_one_queue():
+    """In the one turn of every write (SQLite), each tenant waiting has a write in turn: a
+    tenant with five writes queued delays another's by one, not five (in one queue for all,
+    256 connections of one tenant made another's decision wait 259-325 ms, 2026-11-27)."""
+    turns = write_turns.WriteTurns(30, one_writer=True, turn_scope=contextlib.nullcontext)
+    first_runs = threading.Event()
+    go_on = threading.Event()
+    ran: list[str] = []
+
+    def write(name: str) -> Callable[[], None]:
+        def run() -> None:
+            if name == "first":
+                first_runs.set()
+                assert go_on.wait(10)
+            ran.append(name)
+
+        return run
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(turns.run(("busy", "p"), write("first")))
+        await asyncio.to_thread(first_runs.wait, 10)
+        queued = [turns.run(("busy", "p"), write(f"busy-{n}")) for n in range(5)]
+        queued.append(turns.run(("quiet", "q"), write("quiet")))
+        pending = [asyncio.ensure_future(each) for each in queued]
+        while turns.waiting < len(pending):
+            await asyncio.sleep(0.001)
+        go_on.set()
+        await asyncio.gather(first, *pending)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        turns.shutdown()
+    assert ran == ["first", "busy-0", "quiet", "busy-1", "busy-2", "busy-3", "busy-4"]
