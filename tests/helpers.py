@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 GOLDEN = Path(__file__).parent / "formats" / "golden"
@@ -218,3 +219,30 @@ def wait_for_the_starts_deletes(started: Any) -> None:
         await started.app.state.finishing_deletes
 
     started.portal.call(finished)
+
+
+class AsgiAnswer:
+    """What an app called directly sent (a test that keeps a request half-way: a body still
+    arriving, an answer not read), recorded by ``send``: ``started`` is set when the response
+    starts, and with ``held`` its body is not taken until ``held`` is set."""
+
+    def __init__(self, started: anyio.Event | None = None, held: anyio.Event | None = None) -> None:
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.body = b""
+        self._started = started
+        self._held = held
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = {k.decode(): v.decode() for k, v in message["headers"]}
+            if self._started is not None:
+                self._started.set()
+        elif message["type"] == "http.response.body":
+            if self._held is not None:
+                await self._held.wait()
+            self.body += message.get("body", b"")
+
+    def json(self) -> Any:
+        return json.loads(self.body)

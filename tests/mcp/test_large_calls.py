@@ -17,20 +17,10 @@ import pytest
 
 from app.core.limits import Turns
 from tests.conftest import client_for, create_key
-from tests.helpers import http_scope, one_turn_without_wait, seed_save
+from tests.helpers import AsgiAnswer, http_scope, one_turn_without_wait, seed_save
 
 # The body limit the tests lower to: a call over it is large.
 LIMIT = 4096
-
-
-class Answer:
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: dict[str, str] = {}
-        self.body = b""
-
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -55,7 +45,7 @@ def _compact(document: Any) -> bytes:
     return json.dumps(document, separators=(",", ":")).encode()
 
 
-async def _post(
+async def post_mcp(
     app: Any,
     key: str,
     pieces: list[bytes],
@@ -63,10 +53,10 @@ async def _post(
     started: anyio.Event | None = None,
     held: anyio.Event | None = None,
     **headers: str,
-) -> Answer:
+) -> AsgiAnswer:
     """POST /mcp, its body arriving in ``pieces``; ``started`` set when the answer starts, whose
     body, with ``held``, is not taken until ``held`` is set (a client that does not read)."""
-    answer = Answer()
+    answer = AsgiAnswer(started, held)
     sent_headers = [
         (b"host", b"127.0.0.1:8000"),
         (b"authorization", f"Bearer {key}".encode()),
@@ -84,26 +74,15 @@ async def _post(
         await anyio.sleep_forever()
         raise AssertionError  # never reached
 
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            answer.status = message["status"]
-            answer.headers = {k.decode(): v.decode() for k, v in message["headers"]}
-            if started is not None:
-                started.set()
-        elif message["type"] == "http.response.body":
-            if held is not None:
-                await held.wait()
-            answer.body += message.get("body", b"")
-
-    await app(http_scope("POST", "/mcp", sent_headers), receive, send)
+    await app(http_scope("POST", "/mcp", sent_headers), receive, answer.send)
     return answer
 
 
-def _whole(app: Any, key: str, body: bytes) -> Answer:
-    return anyio.run(lambda: _post(app, key, [body], content_length=str(len(body))))
+def _whole(app: Any, key: str, body: bytes) -> AsgiAnswer:
+    return anyio.run(lambda: post_mcp(app, key, [body], content_length=str(len(body))))
 
 
-def _answered(answer: Answer) -> dict[str, Any]:
+def _answered(answer: AsgiAnswer) -> dict[str, Any]:
     """The JSON-RPC result of a call its tool answered."""
     assert answer.status == 200, answer.body
     result: dict[str, Any] = answer.json()["result"]
@@ -111,7 +90,7 @@ def _answered(answer: Answer) -> dict[str, Any]:
     return result
 
 
-def _refused_for_the_tenants_turns(answer: Answer) -> None:
+def _refused_for_the_tenants_turns(answer: AsgiAnswer) -> None:
     assert answer.status == 429, answer.body
     assert answer.headers["content-type"] == "application/problem+json"
     assert answer.headers["retry-after"] == "5"
@@ -150,15 +129,15 @@ def test_a_large_call_is_parsed_only_in_one_of_its_tenants_bulk_import_turns(app
     pieces, headers = _as_sent(_list_projects(LIMIT * 4), way)
     held = anyio.run(turns.take, "t-mcp-large-call")
     try:
-        refused = anyio.run(lambda: _post(app, key, pieces, **headers))
-        other = anyio.run(lambda: _post(app, other_key, pieces, **headers))
+        refused = anyio.run(lambda: post_mcp(app, key, pieces, **headers))
+        other = anyio.run(lambda: post_mcp(app, other_key, pieces, **headers))
         held_meanwhile = dict(turns.held)
     finally:
         held.release()
     _refused_for_the_tenants_turns(refused)
     _answered(other)
     assert held_meanwhile == {"t-mcp-large-call": 1}
-    _answered(anyio.run(lambda: _post(app, key, pieces, **headers)))
+    _answered(anyio.run(lambda: post_mcp(app, key, pieces, **headers)))
     assert turns.total == 0
 
 
@@ -195,13 +174,13 @@ def test_a_large_save_holds_one_turn_its_import_route_shares_until_the_answer_is
     body = json.dumps(_call("save_mdan_save", {"project": project, "save": _large_save()}))
     held_while_unsent: list[dict[str, int]] = []
 
-    async def saved() -> Answer:
+    async def saved() -> AsgiAnswer:
         started, let_go = anyio.Event(), anyio.Event()
-        answers: list[Answer] = []
+        answers: list[AsgiAnswer] = []
 
         async def unread() -> None:
             answers.append(
-                await _post(
+                await post_mcp(
                     app,
                     key,
                     [body.encode()],

@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from app.core import body
 from app.core.body import decompress_body
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, http_scope, python_indent2, seed_save, tar_gz
+from tests.helpers import AsgiAnswer, assert_problem, http_scope, python_indent2, seed_save, tar_gz
 from tests.mcp_client import BASE_URL as MCP_BASE_URL
 
 MCP_HEADERS = {
@@ -30,18 +30,8 @@ JSON = {"content-type": "application/json"}
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
-class Answer:
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: dict[str, str] = {}
-        self.body = b""
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-async def _post(app: Any, key: str, path: str, receive: Receive, **headers: str) -> Answer:
-    answer = Answer()
+async def _post(app: Any, key: str, path: str, receive: Receive, **headers: str) -> AsgiAnswer:
+    answer = AsgiAnswer()
     sent_headers = [
         (b"host", b"testserver"),
         (b"authorization", f"Bearer {key}".encode()),
@@ -49,14 +39,7 @@ async def _post(app: Any, key: str, path: str, receive: Receive, **headers: str)
         *((name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()),
     ]
 
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            answer.status = message["status"]
-            answer.headers = {k.decode(): v.decode() for k, v in message["headers"]}
-        elif message["type"] == "http.response.body":
-            answer.body += message.get("body", b"")
-
-    await app(http_scope("POST", path, sent_headers), receive, send)
+    await app(http_scope("POST", path, sent_headers), receive, answer.send)
     return answer
 
 
@@ -103,7 +86,7 @@ def test_a_body_still_arriving_holds_its_tenants_share_until_its_request_ends(ap
         piece = pieces.pop(0)
         return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
 
-    answers: dict[str, Answer] = {}
+    answers: dict[str, AsgiAnswer] = {}
 
     async def scenario() -> None:
         async def slow() -> None:
@@ -145,7 +128,7 @@ def test_the_servers_share_bounds_every_tenant_together(app, budget, project):
     first, second = create_key(app, "t-one", "write"), create_key(app, "t-two", "write")
     path = DECISIONS.format(project=project)
     started, go_on = anyio.Event(), anyio.Event()
-    answers: dict[str, Answer] = {}
+    answers: dict[str, AsgiAnswer] = {}
 
     async def first_piece_then_wait() -> dict[str, Any]:
         started.set()

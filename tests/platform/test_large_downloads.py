@@ -15,19 +15,13 @@ import pytest
 from sqlalchemy import event
 
 from tests.conftest import client_for, create_key
-from tests.helpers import assert_problem, http_scope, one_turn_without_wait
+from tests.helpers import AsgiAnswer, assert_problem, http_scope, one_turn_without_wait
+from tests.mcp.test_large_calls import post_mcp
 from tests.platform.world import populate
 
 # The body limit the test lowers to, after the documents are written: the large states are
 # over it, a fresh one is not.
 LIMIT = 2000
-
-
-class Answer:
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: dict[str, str] = {}
-        self.body = b""
 
 
 async def _get(
@@ -38,10 +32,10 @@ async def _get(
     started: anyio.Event | None = None,
     held: anyio.Event | None = None,
     **headers: str,
-) -> Answer:
+) -> AsgiAnswer:
     """``GET path``; ``started`` set when the response starts; with ``held``, its body is not
     taken until ``held`` is set (a client that does not read)."""
-    answer = Answer()
+    answer = AsgiAnswer(started, held)
     sent_headers = [
         (b"host", b"testserver"),
         (b"authorization", f"Bearer {key}".encode()),
@@ -53,18 +47,7 @@ async def _get(
         await anyio.sleep_forever()
         raise AssertionError  # never reached
 
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            answer.status = message["status"]
-            answer.headers = {k.decode(): v.decode() for k, v in message["headers"]}
-            if started is not None:
-                started.set()
-        elif message["type"] == "http.response.body":
-            if held is not None:
-                await held.wait()
-            answer.body += message.get("body", b"")
-
-    await app(http_scope("GET", path, sent_headers), receive, send)
+    await app(http_scope("GET", path, sent_headers), receive, answer.send)
     return answer
 
 
@@ -104,7 +87,7 @@ def test_a_large_download_holds_an_export_turn_until_it_is_sent(app, project, mo
     one_turn_without_wait(turns, monkeypatch)
     monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
     path = _state_url(project, "grown")
-    answers: dict[str, Answer] = {}
+    answers: dict[str, AsgiAnswer] = {}
     held_meanwhile: dict[str, int] = {}
 
     async def scenario() -> None:
@@ -141,41 +124,6 @@ def test_a_large_download_holds_an_export_turn_until_it_is_sent(app, project, mo
     assert turns.total == 0
 
 
-async def _post_mcp(
-    app: Any, key: str, call: dict[str, Any], started: anyio.Event, held: anyio.Event
-) -> Answer:
-    """An MCP call through /mcp; ``started`` set when its answer starts, whose body is not
-    taken until ``held`` is set."""
-    answer = Answer()
-    body = json.dumps(call).encode()
-    headers = [
-        (b"host", b"127.0.0.1:8000"),
-        (b"authorization", f"Bearer {key}".encode()),
-        (b"content-type", b"application/json"),
-        (b"accept", b"application/json, text/event-stream"),
-        (b"mcp-protocol-version", b"2025-06-18"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    arriving = [{"type": "http.request", "body": body, "more_body": False}]
-
-    async def receive() -> dict[str, Any]:
-        if arriving:
-            return arriving.pop()
-        await anyio.sleep_forever()
-        raise AssertionError  # never reached
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            answer.status = message["status"]
-            started.set()
-        elif message["type"] == "http.response.body":
-            await held.wait()
-            answer.body += message.get("body", b"")
-
-    await app(http_scope("POST", "/mcp", headers), receive, send)
-    return answer
-
-
 def test_an_mcp_call_holds_the_turn_of_a_large_document_until_its_answer_is_sent(
     app, project, monkeypatch
 ):
@@ -195,12 +143,16 @@ def test_an_mcp_call_holds_the_turn_of_a_large_document_until_its_answer_is_sent
     }
     held_while_unsent: dict[str, int] = {}
 
-    async def scenario() -> Answer:
+    async def scenario() -> AsgiAnswer:
         started, let_go = anyio.Event(), anyio.Event()
-        answers: list[Answer] = []
+        answers: list[AsgiAnswer] = []
 
         async def unread() -> None:
-            answers.append(await _post_mcp(app, key, call, started, let_go))
+            body = json.dumps(call).encode()
+            answered = await post_mcp(
+                app, key, [body], started=started, held=let_go, content_length=str(len(body))
+            )
+            answers.append(answered)
 
         async with anyio.create_task_group() as group:
             group.start_soon(unread)
@@ -237,7 +189,7 @@ def test_a_list_file_that_could_be_written_past_the_limit_is_sent_in_an_export_t
     one_turn_without_wait(turns, monkeypatch)
     monkeypatch.setattr(app.state.settings, "max_body_bytes", LIMIT)
     listed = f"/v1/projects/{project}/memory/files/key-decisions.json"
-    answers: dict[str, Answer] = {}
+    answers: dict[str, AsgiAnswer] = {}
 
     async def scenario() -> None:
         started, let_go = anyio.Event(), anyio.Event()

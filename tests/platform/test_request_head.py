@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -207,16 +208,17 @@ async def _patient_app(scope: dict, receive, send) -> None:  # type: ignore[no-u
     await send({"type": "http.response.body", "body": answer})
 
 
-@pytest.fixture(scope="module")
-def patient() -> Iterator[int]:
+@contextmanager
+def _serving_patient_app(keep_alive: int, read_timeout: float) -> Iterator[int]:
+    """``_patient_app`` under uvicorn with the bounded protocol, in a thread; its port."""
     port = free_port()
     config = uvicorn.Config(
         _patient_app,
         host="127.0.0.1",
         port=port,
         log_level="warning",
-        timeout_keep_alive=1,
-        http=bounded_request_protocol(LIMIT, READ_TIMEOUT),
+        timeout_keep_alive=keep_alive,
+        http=bounded_request_protocol(LIMIT, read_timeout),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -224,9 +226,17 @@ def patient() -> Iterator[int]:
     deadline = time.monotonic() + 10
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def patient() -> Iterator[int]:
+    with _serving_patient_app(1, READ_TIMEOUT) as port:
+        yield port
 
 
 def _exchange(port: int, *pieces: bytes, wait_for: bytes = b"", answers: int = 1) -> bytes:
@@ -288,24 +298,8 @@ HEAD_DEADLINE = 10.0
 @pytest.fixture(scope="module")
 def keeping_alive() -> Iterator[int]:
     """A server whose keep-alive timeout is far below its heads' deadline."""
-    port = free_port()
-    config = uvicorn.Config(
-        _patient_app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        timeout_keep_alive=int(KEEP_ALIVE),
-        http=bounded_request_protocol(LIMIT, HEAD_DEADLINE),
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    with _serving_patient_app(int(KEEP_ALIVE), HEAD_DEADLINE) as port:
+        yield port
 
 
 def test_a_new_connection_that_sends_nothing_is_closed_as_an_idle_one_is(keeping_alive: int):
