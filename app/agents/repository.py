@@ -8,11 +8,13 @@ from sqlmodel.sql.expression import SelectOfScalar
 
 from app.agents.models import AgentMemoryItem, AgentMemoryTurn, AgentSnapshot, turn_key
 from app.core.db import table_of, utcnow
-from app.core.pagination import SortKey, paginate
+from app.core.pagination import ByteBound, SortKey, paginate
 from app.formats.agent_memory import MemoryKind
 from app.storage.repository import ProjectScopedRepository
 
 OLDEST_FIRST = [SortKey(AgentMemoryItem.id, descending=False)]
+# What a listed item costs: its line, which the answer holds.
+LINE_BYTES = func.length(col(AgentMemoryItem.line))
 # Appends are the hot path: Core INSERTs built once, no unit of work. Traces return their ids,
 # in the order given, for the turns they begin.
 INSERT_ITEMS = insert(table_of(AgentMemoryItem))
@@ -126,9 +128,15 @@ class AgentMemoryRepository:
             )
             self.session.execute(delete(AgentMemoryItem).where(col(AgentMemoryItem.id).in_(batch)))
 
-    def page(self, cursor: str | None, limit: int) -> tuple[list[AgentMemoryItem], str | None]:
+    def page(
+        self, cursor: str | None, limit: int, most_bytes: int
+    ) -> tuple[list[AgentMemoryItem], str | None]:
+        """A page of lines that hold at most ``most_bytes`` together (``ByteBound``)."""
         scope = (self.project_id, self.agent, self.kind.value)
-        return paginate(self.session, self._select(), OLDEST_FIRST, cursor, limit, scope=scope)
+        bound = ByteBound(LINE_BYTES, most_bytes)
+        return paginate(
+            self.session, self._select(), OLDEST_FIRST, cursor, limit, scope=scope, bound=bound
+        )
 
     def all(self) -> list[AgentMemoryItem]:
         return list(self.session.exec(self._select().order_by(col(AgentMemoryItem.id))))

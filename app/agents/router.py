@@ -19,7 +19,7 @@ from app.core.deps import Reader, ReadSession
 from app.core.identifiers import AgentName, ProjectName
 from app.core.json import FastJSONResponse, spliceable
 from app.core.limits import EXPORTS_ALL_RUNNING, LARGE_FILE_EXPORTS_ALL_RUNNING
-from app.core.pagination import Cursor, Limit
+from app.core.pagination import Cursor, Limit, PageBytes
 from app.core.responses import ResponsesDoc, document_response, download, in_export_turn
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
@@ -157,6 +157,7 @@ async def list_memory(
     request: Request,
     session: ReadSession,
     principal: Reader,
+    most_bytes: PageBytes,
     cursor: Cursor = None,
     limit: Limit = 50,
 ) -> Response:
@@ -180,7 +181,7 @@ async def list_memory(
         # In the worker thread: a line holding NaN or Infinity is parsed and written again
         # (``spliceable``), 85 ms of CPU for a page of 500 such lines of 100 KB.
         lines, next_cursor = service.memory_page(
-            session, tenant, project, agent, memory.kind, cursor, limit
+            session, tenant, project, agent, memory.kind, cursor, limit, most_bytes
         )
         # The stored lines are already JSON: spliced in, not parsed and rendered again.
         items = b",".join(spliceable(line) for line in lines)

@@ -152,8 +152,10 @@ def memory_page(
     kind: MemoryKind,
     cursor: str | None,
     limit: int,
+    most_bytes: int,
 ) -> tuple[list[bytes], str | None]:
-    items, next_cursor = _memory(session, tenant, project, agent, kind).page(cursor, limit)
+    memory = _memory(session, tenant, project, agent, kind)
+    items, next_cursor = memory.page(cursor, limit, most_bytes)
     return [item.line for item in items], next_cursor
 
 

@@ -5,12 +5,14 @@ from sqlalchemy import bindparam, delete, func
 from sqlmodel import col, select
 
 from app.core.db import DriverStatement, insert_bound, table_of
-from app.core.pagination import SortKey, paginate
+from app.core.pagination import ByteBound, SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
 from app.storage.repository import ProjectScopedRepository
 
 CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
+# What a listed handover costs: its note, which the answer holds.
+NOTE_BYTES = func.length(col(Handover.note))
 
 # A handover's append is a hot path: its statements are built once, their values bound per
 # call, on the table (no ORM unit of work, nor ORM bulk insert).
@@ -86,7 +88,9 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
         since: datetime | None,
         cursor: str | None,
         limit: int,
+        most_bytes: int,
     ) -> tuple[list[Handover], str | None]:
+        """A page of notes that hold at most ``most_bytes`` together (``ByteBound``)."""
         statement = select(Handover).where(Handover.project_id == project_id)
         if to_agent is not None:
             statement = statement.where(Handover.to_agent == to_agent)
@@ -97,7 +101,13 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
         if since is not None:
             statement = statement.where(col(Handover.timestamp) >= since)
         return paginate(
-            self.session, statement, HANDOVERS_NEWEST_FIRST, cursor, limit, scope=(project_id,)
+            self.session,
+            statement,
+            HANDOVERS_NEWEST_FIRST,
+            cursor,
+            limit,
+            scope=(project_id,),
+            bound=ByteBound(NOTE_BYTES, most_bytes),
         )
 
 

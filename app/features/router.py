@@ -9,7 +9,7 @@ from app.core.deps import Reader, ReadSession
 from app.core.documents import Download
 from app.core.identifiers import FeatureName, ProjectName
 from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
-from app.core.pagination import Cursor, Limit
+from app.core.pagination import Cursor, Limit, PageBytes
 from app.core.params import UTCInstant
 from app.core.responses import ResponsesDoc, download
 from app.core.routing import GatedRouter
@@ -310,6 +310,7 @@ def list_handovers(
     project: ProjectName,
     session: ReadSession,
     principal: Reader,
+    most_bytes: PageBytes,
     to_agent: Annotated[str | None, _column_text("Notes to this agent.")] = None,
     from_agent: Annotated[str | None, _column_text("Notes from this agent.")] = None,
     feature_id: Annotated[str | None, _column_text("Notes of this feature.")] = None,
@@ -331,6 +332,7 @@ def list_handovers(
         since=since,
         cursor=cursor,
         limit=limit,
+        most_bytes=most_bytes,
     )
     items = [
         {"feature_id": row.feature_id, "index": row.position, "note": jsondoc.load(row.note)}

@@ -353,6 +353,7 @@ def list_handovers(
     since: datetime | None,
     cursor: str | None,
     limit: int,
+    most_bytes: int,
 ) -> tuple[list[Handover], str | None]:
     return HandoverRepository(session).page(
         project_id(session, tenant, project),
@@ -362,6 +363,7 @@ def list_handovers(
         since=since,
         cursor=cursor,
         limit=limit,
+        most_bytes=most_bytes,
     )
 
 

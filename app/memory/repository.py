@@ -2,7 +2,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import sqlalchemy
 from sqlalchemy import (
@@ -16,15 +16,23 @@ from sqlalchemy import (
     text,
     update,
 )
+from sqlalchemy.orm import QueryableAttribute, defer
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.db import DriverStatement, table_of
-from app.core.pagination import SortKey, ordering, paginate
+from app.core.pagination import ByteBound, SortKey, ordering, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
 from app.storage.repository import ProjectScopedRepository, prebuilt
 
 NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
+# What a listed item costs: its document, the one column of it an answer holds.
+ITEM_BYTES = func.length(col(MemoryItem.content))
+# The searched copy of an item's text, as large as its document: no listing shows it, so none
+# reads it (``col`` types the column as Mapped: at runtime it is the attribute defer takes).
+UNREAD_SEARCH_TEXT = defer(
+    cast(QueryableAttribute[Any], col(MemoryItem.search_text)), raiseload=True
+)
 # By the names of the columns an append writes (``ItemRepository.append``).
 _APPENDS: dict[frozenset[str], DriverStatement] = {}
 WORD = re.compile(r"\w+")
@@ -289,14 +297,30 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         return list(self.session.exec(statement))
 
     def page(
-        self, project_id: int, kind: str, where: ItemFilter, cursor: str | None, limit: int
+        self,
+        project_id: int,
+        kind: str,
+        where: ItemFilter,
+        cursor: str | None,
+        limit: int,
+        most_bytes: int,
     ) -> tuple[list[MemoryItem], str | None]:
-        statement = select(MemoryItem).where(
-            MemoryItem.project_id == project_id, MemoryItem.kind == kind
+        """A page of the kind's items whose documents hold at most ``most_bytes`` together
+        (the first whatever its size: ``ByteBound``)."""
+        statement = (
+            select(MemoryItem)
+            .where(MemoryItem.project_id == project_id, MemoryItem.kind == kind)
+            .options(UNREAD_SEARCH_TEXT)
         )
         statement = self._filtered(statement, project_id, where)
         return paginate(
-            self.session, statement, NEWEST_FIRST, cursor, limit, scope=(project_id, kind)
+            self.session,
+            statement,
+            NEWEST_FIRST,
+            cursor,
+            limit,
+            scope=(project_id, kind),
+            bound=ByteBound(ITEM_BYTES, most_bytes),
         )
 
     def _filtered(

@@ -11,7 +11,7 @@ from app.core.errors import FieldError, InvalidContent
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse
 from app.core.limits import LARGE_FILE_EXPORTS_ALL_RUNNING
-from app.core.pagination import Cursor, Limit
+from app.core.pagination import Cursor, Limit, PageBytes
 from app.core.responses import (
     ResponsesDoc,
     download,
@@ -227,6 +227,7 @@ def _list(
     where: ItemFilter,
     cursor: str | None,
     limit: int,
+    most_bytes: int,
 ) -> Page[MemoryItemPublic]:
     for name in ("feature_id", "category", "severity", "q"):
         _check_query_text(name, getattr(where, name))
@@ -236,7 +237,7 @@ def _list(
             errors=[FieldError("query.q", "needs at least one letter or digit")],
         )
     items, next_cursor = service.list_items(
-        session, principal.tenant, project, kind, where, cursor, limit
+        session, principal.tenant, project, kind, where, cursor, limit, most_bytes
     )
     return Page(items=items, next_cursor=next_cursor)
 
@@ -246,6 +247,7 @@ def list_decisions(
     project: ProjectName,
     session: ReadSession,
     principal: Reader,
+    most_bytes: PageBytes,
     feature_id: Text = None,
     category: Text = None,
     since: EpochMs = None,
@@ -264,7 +266,7 @@ def list_decisions(
         q=q,
         include_archived=include_archived,
     )
-    return _list(session, principal, project, ItemKind.decision, where, cursor, limit)
+    return _list(session, principal, project, ItemKind.decision, where, cursor, limit, most_bytes)
 
 
 @router.get("/failures", response_model=Page[MemoryItemPublic])
@@ -272,6 +274,7 @@ def list_failures(
     project: ProjectName,
     session: ReadSession,
     principal: Reader,
+    most_bytes: PageBytes,
     feature_id: Text = None,
     severity: Text = None,
     since: EpochMs = None,
@@ -290,7 +293,7 @@ def list_failures(
         q=q,
         include_archived=include_archived,
     )
-    return _list(session, principal, project, ItemKind.failure, where, cursor, limit)
+    return _list(session, principal, project, ItemKind.failure, where, cursor, limit, most_bytes)
 
 
 @router.get("/constraints", response_model=Page[MemoryItemPublic])
@@ -298,6 +301,7 @@ def list_constraints(
     project: ProjectName,
     session: ReadSession,
     principal: Reader,
+    most_bytes: PageBytes,
     type: Text = None,
     since: EpochMs = None,
     until: EpochMs = None,
@@ -319,7 +323,7 @@ def list_constraints(
         include_archived=include_archived,
         active_at=None if include_expired else service.now_ms(),
     )
-    return _list(session, principal, project, ItemKind.constraint, where, cursor, limit)
+    return _list(session, principal, project, ItemKind.constraint, where, cursor, limit, most_bytes)
 
 
 def _add_item_routes(plural: str, kind: ItemKind) -> None:

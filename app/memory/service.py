@@ -260,10 +260,14 @@ def list_items(
     where: ItemFilter,
     cursor: str | None,
     limit: int,
+    most_bytes: int,
 ) -> tuple[list[MemoryItemPublic], str | None]:
+    """A page of at most ``limit`` items, whose documents hold at most ``most_bytes``
+    together unless the first alone holds more."""
     pid = project_id(session, tenant, project)
     style = _style_of(session, pid, kind)
-    items, next_cursor = ItemRepository(session).page(pid, kind.value, where, cursor, limit)
+    repository = ItemRepository(session)
+    items, next_cursor = repository.page(pid, kind.value, where, cursor, limit, most_bytes)
     now = now_ms()
     return [_public(item, style, now) for item in items], next_cursor
 

@@ -1,0 +1,167 @@
+"""A list page of large items ends at the body limit, in the answer and in the memory that
+built it, on SQLite and PostgreSQL: every list whose items are documents (project memory's
+decisions, failures and constraints, handovers, an agent's memory) holds at most `limit`
+items whose documents hold at most `max_body_bytes` together (the first whatever its size),
+and its cursors then give every item once, in order."""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlmodel import SQLModel
+
+from app.agents.models import AgentMemoryItem
+from app.features.models import Handover
+from app.memory.models import MemoryItem
+
+# A page's bound in these tests: two items of ITEM_CHARACTERS fit, a third does not.
+BOUND = 2500
+ITEM_CHARACTERS = 1000
+AGENT = "coder"
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A list route: where it lists, the table its items are rows of, and how to add an item
+    (``add(client, project, index, text)``: item ``index`` of a list, listed in index order)."""
+
+    path: str
+    model: type[SQLModel]
+    add: Callable[[Any, str, int, str], None]
+
+
+def _memory_item(plural: str, text_field: str, time_field: str) -> Callable[..., None]:
+    def add(client: Any, project: str, index: int, text: str) -> None:
+        # Newest first: the first item listed has the latest time.
+        item = {"id": f"i{index}", text_field: text, time_field: 1_000_000 - index}
+        response = client.post(f"/v1/projects/{project}/memory/{plural}", json=item)
+        assert response.status_code == 201, response.text
+
+    return add
+
+
+def _handover(client: Any, project: str, index: int, text: str) -> None:
+    features = f"/v1/projects/{project}/features"
+    if index == 0:
+        assert client.post(features, json={"feature_id": "f"}).status_code == 201
+    note = {
+        # Newest first: the first note listed has the latest timestamp.
+        "timestamp": f"2026-01-01T00:{59 - index:02d}:00Z",
+        "from_agent": "a",
+        "to_agent": "b",
+        "task_completed": f"i{index}",
+        "message": text,
+    }
+    response = client.post(f"{features}/f/handovers", json=note)
+    assert response.status_code == 201, response.text
+
+
+def _agent_memory(client: Any, project: str, index: int, text: str) -> None:
+    fact = {"id": f"i{index}", "ts": 1.0, "fact": text, "confidence": 1, "salience": 0.5}
+    url = f"/v1/projects/{project}/agents/{AGENT}/memory/semantic"
+    assert client.post(url, json=fact).status_code == 201
+
+
+LISTS = {
+    "decisions": Listed(
+        "memory/decisions", MemoryItem, _memory_item("decisions", "decision", "timestamp")
+    ),
+    "failures": Listed(
+        "memory/failures", MemoryItem, _memory_item("failures", "description", "timestamp")
+    ),
+    "constraints": Listed(
+        "memory/constraints", MemoryItem, _memory_item("constraints", "description", "addedAt")
+    ),
+    "handovers": Listed("handovers", Handover, _handover),
+    "agent memory": Listed(f"agents/{AGENT}/memory/semantic", AgentMemoryItem, _agent_memory),
+}
+
+
+def _index_of(item: dict[str, Any]) -> int:
+    """Which item of the test an answer's item is."""
+    label = item.get("id") or item.get("note", {}).get("task_completed")
+    assert isinstance(label, str) and label.startswith("i"), item
+    return int(label[1:])
+
+
+@contextmanager
+def _loads(model: type[SQLModel]) -> Iterator[list[int]]:
+    """The bytes each row of ``model`` the server loads holds in its text and binary
+    attributes, its documents among them: what the page cost in memory, whatever it answers."""
+    loaded: list[int] = []
+
+    def count(row: Any, _context: Any) -> None:
+        values = row.__dict__.values()
+        loaded.append(sum(len(v) for v in values if isinstance(v, bytes | str)))
+
+    event.listen(model, "load", count)
+    try:
+        yield loaded
+    finally:
+        event.remove(model, "load", count)
+
+
+def _pages(
+    client: Any, project: str, listed: Listed, limit: int
+) -> list[tuple[list[int], list[int]]]:
+    """Every page of the list, following its cursors: each page's items (by index) and the
+    bytes of the rows the server loaded for it."""
+    pages = []
+    params: dict[str, Any] = {"limit": limit}
+    while True:
+        with _loads(listed.model) as loaded:
+            response = client.get(f"/v1/projects/{project}/{listed.path}", params=params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        pages.append(([_index_of(item) for item in page["items"]], loaded))
+        if page["next_cursor"] is None:
+            return pages
+        params["cursor"] = page["next_cursor"]
+
+
+@pytest.fixture
+def bounded(app, monkeypatch):
+    """Set the page bound once the items are stored (it is also the body limit)."""
+    return lambda: monkeypatch.setattr(app.state.settings, "max_body_bytes", BOUND)
+
+
+@pytest.mark.parametrize("name", LISTS)
+def test_a_page_of_large_items_ends_at_the_bound(client, project, bounded, name):
+    listed = LISTS[name]
+    for index in range(7):
+        listed.add(client, project, index, "x" * ITEM_CHARACTERS)
+    bounded()
+    pages = _pages(client, project, listed, limit=500)
+    # Every item once, in order, two a page: a third would take the page past the bound.
+    assert [index for items, _ in pages for index in items] == list(range(7))
+    assert [len(items) for items, _ in pages] == [2, 2, 2, 1]
+    for items, loaded in pages:
+        # Only the rows answered were loaded, and they held no more than the bound.
+        assert len(loaded) == len(items)
+        assert sum(loaded) <= BOUND
+
+
+@pytest.mark.parametrize("name", LISTS)
+def test_an_item_over_the_bound_has_a_page_of_its_own(client, project, bounded, name):
+    listed = LISTS[name]
+    sizes = [3 * BOUND, 10, 4 * BOUND, 10, 10]
+    for index, size in enumerate(sizes):
+        listed.add(client, project, index, "y" * size)
+    bounded()
+    pages = _pages(client, project, listed, limit=500)
+    assert [items for items, _ in pages] == [[0], [1], [2], [3, 4]]
+    # A page holds the item that is over the bound alone: no other row was loaded with it.
+    assert [len(loaded) for _, loaded in pages] == [1, 1, 1, 2]
+
+
+@pytest.mark.parametrize("name", LISTS)
+def test_small_items_still_fill_the_limit(client, project, bounded, name):
+    listed = LISTS[name]
+    for index in range(5):
+        listed.add(client, project, index, "z" * 10)
+    bounded()
+    pages = _pages(client, project, listed, limit=2)
+    assert [items for items, _ in pages] == [[0, 1], [2, 3], [4]]
