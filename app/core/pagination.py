@@ -27,7 +27,17 @@ Row = TypeVar("Row")
 # The types of the values a cursor carries (``_pack``, ``_unpack``).
 _ENCODED = (datetime, int, str)
 
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description=f"Page size, at most {MAX_LIMIT}.")]
+Limit = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=MAX_LIMIT,
+        description=f"The most items a page holds, at most {MAX_LIMIT}. A list of documents "
+        "(memory items, handovers, an agent's memory) ends a page sooner, once its items hold "
+        "the body limit (`MAX_BODY_BYTES`) together, with at least one item: a page may hold "
+        "fewer items while more follow, so page on until `next_cursor` is null.",
+    ),
+]
 # What every cursor handed out is made of: unpadded URL-safe base64 (``CursorSeal.seal``).
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 Cursor = Annotated[

@@ -2,7 +2,7 @@
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.formats.errors import MAX_LISTED
 
@@ -11,7 +11,11 @@ T = TypeVar("T")
 
 class Page(BaseModel, Generic[T]):
     items: list[T]
-    next_cursor: str | None
+    next_cursor: str | None = Field(
+        description="The `cursor` of the next page; null on the last page only. A page may "
+        "hold fewer than `limit` items while more follow (a list of documents ends a page at "
+        "the body limit)."
+    )
 
 
 class ClosedBody(BaseModel):

@@ -54,7 +54,13 @@ IdempotencyKey = Annotated[
     ),
 ]
 Cursor = Annotated[str | None, Field(description="`next_cursor` of the previous page.")]
-Limit = Annotated[int | None, Field(description="Items per page (1 to 500; default 50).")]
+Limit = Annotated[
+    int | None,
+    Field(
+        description="The most items a page holds (1 to 500; default 50); a page of large items "
+        "holds fewer while more follow: page on until `next_cursor` is null."
+    ),
+]
 ItemKind = Literal["decisions", "failures", "constraints"]
 Strings = Annotated[list[str], Field(max_length=MAX_LIST_ITEMS)]
 
