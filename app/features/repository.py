@@ -7,7 +7,10 @@ from sqlmodel import col, select
 from app.core.db import DriverStatement, insert_bound, table_of
 from app.core.pagination import ByteBound, SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
-from app.storage.repository import ProjectScopedRepository
+from app.storage.repository import ProjectScopedRepository, unread_columns
+
+# A list of features answers their summaries: it reads no context.
+SUMMARY_ONLY = unread_columns(col(FeatureContext.content))
 
 CONTEXTS_NEWEST_FIRST = [SortKey(FeatureContext.created_at), SortKey(FeatureContext.id)]
 HANDOVERS_NEWEST_FIRST = [SortKey(Handover.timestamp), SortKey(Handover.id)]
@@ -49,7 +52,11 @@ class FeatureRepository(ProjectScopedRepository[FeatureContext]):
         cursor: str | None,
         limit: int,
     ) -> tuple[list[FeatureContext], str | None]:
-        statement = select(FeatureContext).where(FeatureContext.project_id == project_id)
+        statement = (
+            select(FeatureContext)
+            .where(FeatureContext.project_id == project_id)
+            .options(*SUMMARY_ONLY)
+        )
         if phase is not None:
             statement = statement.where(FeatureContext.current_phase == phase)
         if intervention_required is not None:

@@ -2,7 +2,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import (
@@ -16,23 +16,20 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.orm import QueryableAttribute, defer
 from sqlmodel import col, select
 from sqlmodel.sql.expression import SelectOfScalar
 
 from app.core.db import DriverStatement, table_of
 from app.core.pagination import ByteBound, SortKey, ordering, paginate
 from app.memory.models import MemoryFileStyle, MemoryItem, MemorySummary
-from app.storage.repository import ProjectScopedRepository, prebuilt
+from app.storage.repository import ProjectScopedRepository, prebuilt, unread_columns
 
 NEWEST_FIRST = [SortKey(MemoryItem.timestamp), SortKey(MemoryItem.id)]
 # What a listed item costs: its document, the one column of it an answer holds.
 ITEM_BYTES = func.length(col(MemoryItem.content))
 # The searched copy of an item's text, as large as its document: no listing shows it, so none
 # reads it (``col`` types the column as Mapped: at runtime it is the attribute defer takes).
-UNREAD_SEARCH_TEXT = defer(
-    cast(QueryableAttribute[Any], col(MemoryItem.search_text)), raiseload=True
-)
+UNREAD_SEARCH_TEXT = unread_columns(col(MemoryItem.search_text))
 # By the names of the columns an append writes (``ItemRepository.append``).
 _APPENDS: dict[frozenset[str], DriverStatement] = {}
 WORD = re.compile(r"\w+")
@@ -310,7 +307,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
         statement = (
             select(MemoryItem)
             .where(MemoryItem.project_id == project_id, MemoryItem.kind == kind)
-            .options(UNREAD_SEARCH_TEXT)
+            .options(*UNREAD_SEARCH_TEXT)
         )
         statement = self._filtered(statement, project_id, where)
         return paginate(

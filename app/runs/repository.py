@@ -12,7 +12,10 @@ from app.core.db import (
 )
 from app.core.pagination import SortKey, paginate
 from app.runs.models import RunBead, RunCountedSession, RunState
-from app.storage.repository import ProjectScopedRepository
+from app.storage.repository import ProjectScopedRepository, unread_columns
+
+# A list of runs answers their summaries: it reads neither state nor backup.
+SUMMARY_ONLY = unread_columns(col(RunState.content), col(RunState.backup))
 
 RECENTLY_WRITTEN_FIRST = [SortKey(RunState.updated_at), SortKey(RunState.id)]
 
@@ -47,7 +50,7 @@ class RunRepository(ProjectScopedRepository[RunState]):
     def page(
         self, project_id: int, cursor: str | None, limit: int
     ) -> tuple[list[RunState], str | None]:
-        statement = select(RunState).where(RunState.project_id == project_id)
+        statement = select(RunState).where(RunState.project_id == project_id).options(*SUMMARY_ONLY)
         return paginate(
             self.session, statement, RECENTLY_WRITTEN_FIRST, cursor, limit, scope=(project_id,)
         )

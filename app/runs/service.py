@@ -57,7 +57,8 @@ def summary(row: RunState) -> RunSummary:
         total_cost=row.total_cost,
         total_turns=row.total_turns,
         updated_at=row.state_updated_at,
-        has_backup=row.backup is not None,
+        # Its tag, not its bytes: a list of summaries reads no backup (set together).
+        has_backup=row.backup_etag is not None,
         modified_at=row.updated_at,
         etag=row.etag,
     )

@@ -9,7 +9,10 @@ from sqlmodel import col, select
 from app.core.db import DriverStatement, indexed, insert_bound, table_of
 from app.core.pagination import SortKey, paginate
 from app.saves.models import Save, SavePhaseStatus
-from app.storage.repository import ProjectScopedRepository, within
+from app.storage.repository import ProjectScopedRepository, unread_columns, within
+
+# A list of saves answers their summaries: it reads no file.
+SUMMARY_ONLY = unread_columns(col(Save.content))
 
 # By number, not the primary key, where saves of one timestamp need an order: the cursor
 # carries these values, and the primary key would tell how much other tenants store.
@@ -90,7 +93,7 @@ class SaveRepository(ProjectScopedRepository[Save]):
     def page(
         self, project_id: int, where: SaveFilter, cursor: str | None, limit: int
     ) -> tuple[list[Save], str | None]:
-        statement = select(Save).where(Save.project_id == project_id)
+        statement = select(Save).where(Save.project_id == project_id).options(*SUMMARY_ONLY)
         if where.phase is not None:
             statement = statement.where(Save.current_phase == where.phase)
         if where.filename is not None:  # ix_saves_project_filename

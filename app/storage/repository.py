@@ -26,6 +26,7 @@ from sqlalchemy.orm import (
 )
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
+from sqlalchemy.orm.interfaces import ORMOption
 from sqlmodel import Session, SQLModel, select
 from sqlmodel.sql.expression import Select, SelectOfScalar
 
@@ -272,6 +273,14 @@ class ProjectScopedRepository(Generic[RowT]):
         self.session.flush()
 
 
+def unread_columns(*columns: Mapped[Any]) -> list[ORMOption]:
+    """Options that leave ``columns`` out of a statement's rows (reading one raises rather
+    than load it unseen): a list of summaries reads none of its rows' documents, each up to a
+    body or the bulk limit (a page of 500 saves loaded them all to answer a few KB)."""
+    # ``col`` types a column as Mapped; at runtime it is the class's attribute, as defer takes.
+    return [defer(cast(QueryableAttribute[Any], column), raiseload=True) for column in columns]
+
+
 def within(
     statement: RowsSelect[Any],
     document: Mapped[Any],
@@ -282,13 +291,8 @@ def within(
     bytes when ``size`` is at most the bound ``up_to`` (else NULL); the row's own attribute
     for it, and those of ``unread``, are never loaded (reading one raises rather than load
     bytes unseen)."""
-    # ``col`` types a column as Mapped; at runtime it is the class's attribute, as defer takes.
-    deferred = [
-        defer(cast(QueryableAttribute[Any], column), raiseload=True)
-        for column in (document, *unread)
-    ]
     return statement.add_columns(size, case((size <= bindparam("up_to"), document))).options(
-        *deferred
+        *unread_columns(document, *unread)
     )
 
 

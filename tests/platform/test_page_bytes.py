@@ -4,6 +4,7 @@ decisions, failures and constraints, handovers, an agent's memory) holds at most
 items whose documents hold at most `max_body_bytes` together (the first whatever its size),
 and its cursors then give every item once, in order."""
 
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,8 +15,11 @@ from sqlalchemy import event
 from sqlmodel import SQLModel
 
 from app.agents.models import AgentMemoryItem
-from app.features.models import Handover
+from app.features.models import FeatureContext, Handover
 from app.memory.models import MemoryItem
+from app.runs.models import RunState
+from app.saves.models import Save
+from tests.helpers import golden_bytes, import_save, python_indent2, seed_save
 
 # A page's bound in these tests: two items of ITEM_CHARACTERS fit, a third does not.
 BOUND = 2500
@@ -165,3 +169,47 @@ def test_small_items_still_fill_the_limit(client, project, bounded, name):
     bounded()
     pages = _pages(client, project, listed, limit=2)
     assert [items for items, _ in pages] == [[0, 1], [2, 3], [4]]
+
+
+def _save(client: Any, project: str, padding: str) -> None:
+    document = seed_save()
+    document["x_padding"] = padding
+    assert import_save(client, project, python_indent2(document)).status_code == 201
+
+
+def _run(client: Any, project: str, padding: str) -> None:
+    state = json.loads(golden_bytes("atari-state-v2.json"))
+    state["x_padding"] = padding
+    url = f"/v1/projects/{project}/runs/r{len(padding)}/state"
+    response = client.put(url, json=state)
+    assert response.status_code in (200, 201), response.text
+
+
+def _feature(client: Any, project: str, padding: str) -> None:
+    features = f"/v1/projects/{project}/features"
+    created = client.post(features, json={"feature_id": f"f{len(padding)}"})
+    assert created.status_code == 201, created.text
+    patched = client.patch(f"{features}/f{len(padding)}/context", json={"x_padding": padding})
+    assert patched.status_code in (200, 204), patched.text
+
+
+SUMMARIES = {
+    "saves": ("saves", Save, _save),
+    "runs": ("runs", RunState, _run),
+    "features": ("features", FeatureContext, _feature),
+}
+
+
+@pytest.mark.parametrize("name", SUMMARIES)
+def test_a_list_of_summaries_reads_none_of_their_documents(client, project, name):
+    """Saves, runs and features are listed as summaries of a few hundred bytes: a page reads
+    none of their documents, each up to a body (up to the bulk limit for a save), where a page
+    of 500 loaded them all."""
+    path, model, add = SUMMARIES[name]
+    for size in (20_000, 30_000):
+        add(client, project, "p" * size)
+    with _loads(model) as loaded:
+        response = client.get(f"/v1/projects/{project}/{path}", params={"limit": 500})
+    assert response.status_code == 200, response.text
+    assert len(response.json()["items"]) == 2
+    assert len(loaded) == 2 and max(loaded) < 2000, loaded
