@@ -10,12 +10,22 @@ runs again. Two concurrent requests with one key: the second blocks on the row's
 A route that commits in several transactions (the archive import, batch by batch) asks
 ``recorded(session)`` first and records with ``record_in(session, response)`` in its last
 transaction: the row is still written once, with the final response.
+
+The claim runs in the write turn (on SQLite, every tenant's one writer) and reads of the key's
+row only what decides it: the fingerprint, the status, the headers and the body's size. A
+replay's body is read after the turn, from a reader (``Replay.answer``), and one over the body
+limit in an export turn, as every large download is. What is stored under a key is bounded by
+that limit too: a larger answer is stored as a reference to the document it carries when its
+route can read that again (a resume's save: ``AnswerByReference``), else compressed. A
+tenant's 2-byte resumes of a 30 MB save stored 34 MB each, a GB in 15 s (2026-11-27).
 """
 
 import hashlib
 import hmac
+import json
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Request, Response
 from pydantic import AfterValidator
@@ -25,15 +35,40 @@ from starlette.concurrency import run_in_threadpool
 
 from app.core import redaction
 from app.core.db import Database, utcnow
-from app.core.deps import Writer, get_settings
+from app.core.deps import Writer, get_database, get_settings
 from app.core.errors import Conflict, FieldError, InvalidContent
+from app.core.json import FastJSONResponse
+from app.core.responses import in_export_turn
 from app.core.security import Principal
+from app.formats import gzip as gzip_format
 from app.idempotency.models import IdempotencyRecord
-from app.idempotency.repository import IdempotencyRepository
+from app.idempotency.repository import Claimed, IdempotencyRepository
 from app.redaction import redact_value
 
 # Headers a replay must repeat for the client to see the same response.
 REPLAYED_HEADERS = ("content-type", "location", "etag", "content-disposition", "redactions")
+
+# What a stored body is when it is not the answer's own (``IdempotencyRecord.body_form``).
+GZIPPED = "gzip"
+REFERENCE = "reference"
+# Fast, as the saves' storage is: it runs in the write, and JSON compresses well at any level.
+GZIP_LEVEL = 2
+
+Rebuild = Callable[[Session, dict[str, Any]], bytes | None]
+"""A route's rebuild of the body of an answer it stored by reference (``AnswerByReference``),
+read in the session: byte for byte the first answer's, or None when the document it carries
+has changed since."""
+
+
+class AnswerByReference(FastJSONResponse):
+    """A JSON answer that carries a stored document the route can read again (a resume's
+    save). Under an Idempotency-Key, an answer over the body limit is remembered by
+    ``reference`` (what identifies that document's version, and the answer's other values),
+    and its replay rebuilt from it by the route's ``Rebuild``."""
+
+    def __init__(self, content: Any, *, reference: dict[str, Any], headers: dict[str, str]) -> None:
+        super().__init__(content, headers=headers)
+        self.reference = reference
 
 
 def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) -> str:
@@ -48,30 +83,87 @@ def fingerprint(secret: bytes, method: str, path: str, query: str, body: bytes) 
     return digest.hexdigest()
 
 
+class Replay(Response):
+    """A remembered answer whose body has not been read: the claim that found it runs in the
+    write turn, and reads the key's row but for its body. The route's write hands it back,
+    and ``answer`` reads the body once the turn and the writer's connection are given back."""
+
+    def __init__(self, tenant: str, key: str, claimed: Claimed) -> None:
+        assert claimed.status_code is not None, "an answer is recorded"
+        super().__init__(status_code=claimed.status_code)
+        self.tenant = tenant
+        self.key = key
+        self.claimed = claimed
+        self.rebuild: Rebuild | None = None
+
+    async def answer(self, request: Request) -> Response:
+        """The remembered answer, its body read from a reader: at most the body limit at
+        once, a larger one (or one rebuilt from its reference) in one of the tenant's export
+        turns, held until it has been sent."""
+        claimed = self.claimed
+        database = get_database(request)
+        headers = dict(claimed.headers or {})
+        headers["Idempotent-Replayed"] = "true"
+
+        def read() -> Response:
+            with database.read_session() as session:
+                stored = IdempotencyRepository(session).body(
+                    self.tenant, self.key, claimed.request_hash
+                )
+                if stored is None:
+                    # Expired, and claimed by another request, since the claim found it.
+                    raise Conflict("This Idempotency-Key's answer has expired; retry.")
+                body = stored
+                if claimed.body_form == GZIPPED:
+                    body = gzip_format.decompress_stored(stored)
+                elif claimed.body_form == REFERENCE:
+                    assert self.rebuild is not None, "a route that answers by reference rebuilds"
+                    rebuilt = self.rebuild(session, json.loads(stored))
+                    if rebuilt is None:
+                        raise Conflict(
+                            "This Idempotency-Key's request took effect once, and its answer "
+                            "carried a document too large to keep a copy of, which has changed "
+                            "since (or is gone): read the document for what it holds now."
+                        )
+                    body = rebuilt
+            return Response(content=body, status_code=self.status_code, headers=headers)
+
+        size = claimed.body_bytes or 0
+        if claimed.body_form is None and size <= get_settings(request).max_body_bytes:
+            return await run_in_threadpool(read)
+        return await in_export_turn(request, self.tenant, read)
+
+
+async def answered(request: Request, response: Response) -> Response:
+    """A write's response to send: a ``Replay``'s answer read, any other as it is."""
+    return await response.answer(request) if isinstance(response, Replay) else response
+
+
 class Idempotency:
     """One request's Idempotency-Key and the fingerprint that tells its retries from other
-    requests sent under the same key."""
+    requests sent under the same key; ``answer_bytes``, the largest answer stored whole."""
 
-    def __init__(self, tenant: str, key: str, request_hash: str, ttl: timedelta) -> None:
+    def __init__(
+        self, tenant: str, key: str, request_hash: str, ttl: timedelta, answer_bytes: int
+    ) -> None:
         self.tenant = tenant
         self.key = key
         self.request_hash = request_hash
         self.ttl = ttl
+        self.answer_bytes = answer_bytes
         self._claimed: IdempotencyRecord | None = None
 
-    def _replay(self, record: IdempotencyRecord) -> Response:
-        if record.request_hash != self.request_hash:
+    def _replay(self, claimed: Claimed) -> Replay:
+        if claimed.request_hash != self.request_hash:
             raise InvalidContent(
                 "This Idempotency-Key was already used for a different request.",
                 errors=[FieldError("header.idempotency-key", "reused with a different request")],
             )
-        if record.status_code is None:
+        if claimed.status_code is None:
             raise Conflict("A request with this Idempotency-Key is still in progress; retry.")
-        headers = dict(record.headers or {})
-        headers["Idempotent-Replayed"] = "true"
-        return Response(content=record.body, status_code=record.status_code, headers=headers)
+        return Replay(self.tenant, self.key, claimed)
 
-    def claim(self, session: Session) -> Response | None:
+    def claim(self, session: Session) -> Replay | None:
         """The remembered response for this key, or None after claiming the key in
         ``session``'s transaction for this request."""
         repository = IdempotencyRepository(session)
@@ -106,7 +198,15 @@ class Idempotency:
         self._claimed.headers = {
             name: value for name, value in response.headers.items() if name in REPLAYED_HEADERS
         }
-        self._claimed.body = bytes(response.body)
+        body = bytes(response.body)
+        if len(body) <= self.answer_bytes:
+            self._claimed.body = body
+        elif isinstance(response, AnswerByReference):
+            self._claimed.body = json.dumps(response.reference).encode()
+            self._claimed.body_form = REFERENCE
+        else:
+            self._claimed.body = gzip_format.compress(body, GZIP_LEVEL)
+            self._claimed.body_form = GZIPPED
         IdempotencyRepository(session).save(self._claimed)
         return response
 
@@ -114,16 +214,16 @@ class Idempotency:
     # claimed up front, since a claim committed with its first batch would be left "in
     # progress" by a crash; the answer is recorded with its last batch instead.
 
-    def recorded(self, session: Session) -> Response | None:
+    def recorded(self, session: Session) -> Replay | None:
         """The remembered response for this key, looked up in ``session``; nothing claimed."""
         existing = IdempotencyRepository(session).get_live(self.tenant, self.key, utcnow())
         return self._replay(existing) if existing is not None else None
 
-    async def recorded_first(self, database: Database) -> Response | None:
+    async def recorded_first(self, database: Database) -> Replay | None:
         """``recorded``, read in a worker thread before the request waits for a turn: a retry
         of an import that finished is answered at once, never told to wait or come back."""
 
-        def read() -> Response | None:
+        def read() -> Replay | None:
             with database.read_session() as session:
                 return self.recorded(session)
 
@@ -188,6 +288,7 @@ async def idempotency_of(
             await request.body(),
         ),
         ttl=timedelta(hours=settings.idempotency_ttl_hours),
+        answer_bytes=settings.max_body_bytes,
     )
 
 

@@ -1,6 +1,7 @@
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Query, Request, Response
+from sqlmodel import Session
 
 from app.core.body import (
     DecodedRequest,
@@ -9,7 +10,7 @@ from app.core.body import (
 from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, get_settings
 from app.core.identifiers import ProjectName
-from app.core.json import FastJSONResponse
+from app.core.json import FastJSONResponse, dumps
 from app.core.limits import BULK_IMPORTS_ALL_RUNNING, LARGE_FILE_EXPORTS_ALL_RUNNING
 from app.core.pagination import Cursor, Limit
 from app.core.params import SaveNumber, UTCInstant
@@ -18,6 +19,7 @@ from app.core.routing import GatedRouter
 from app.core.schemas import Page
 from app.formats import mdan_save
 from app.formats.gzip import is_gzip
+from app.idempotency.service import AnswerByReference
 from app.saves import service
 from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
@@ -151,17 +153,27 @@ def resume_save(
 
     def change(write: Write) -> Response:
         resumed = service.resume(write, save_id, precondition)
-        return FastJSONResponse(
-            {
-                "id": resumed.save_id,
-                "resume_phase": resumed.resume_phase,
-                "resume_count": resumed.resume_count,
-                "save": resumed.document,
-            },
+        # Under an Idempotency-Key, an answer over the body limit is remembered by this, not
+        # stored whole: the save it carries is stored already, in the version its ETag names.
+        reference = {
+            "id": resumed.save_id,
+            "resume_phase": resumed.resume_phase,
+            "resume_count": resumed.resume_count,
+            "etag": resumed.etag,
+        }
+        return AnswerByReference(
+            service.resume_answer(reference, resumed.document),
+            reference=reference,
             headers={"ETag": resumed.etag},
         )
 
-    return writes.run(project, change)
+    def rebuild(session: Session, reference: dict[str, Any]) -> bytes | None:
+        document = service.save_as_resumed(
+            session, writes.tenant, project, reference["id"], reference["etag"]
+        )
+        return None if document is None else dumps(service.resume_answer(reference, document))
+
+    return writes.run(project, change, rebuild=rebuild)
 
 
 @router.delete("/saves/{save_id}", status_code=204, response_class=Response)

@@ -219,6 +219,33 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
     )
 
 
+def resume_answer(values: dict[str, Any], document: dict[str, Any]) -> dict[str, Any]:
+    """A resume's answer: the save's id, the phase and count of ``values`` (a ``Resumed``'s,
+    or the reference its answer was remembered by), and the save."""
+    return {
+        "id": values["id"],
+        "resume_phase": values["resume_phase"],
+        "resume_count": values["resume_count"],
+        "save": document,
+    }
+
+
+def save_as_resumed(
+    session: Session, tenant: str, project: str, number: int, etag: str
+) -> dict[str, Any] | None:
+    """The save as a resume left it (``etag``, the version it answered), to rebuild that
+    answer; None once the save has changed since, or is gone."""
+    try:
+        found = get_file(session, tenant, project, number)
+    except NotFound:
+        return None
+    if found.etag != etag:
+        return None
+    content = gzip_format.decompress_stored(found.content) if found.gzipped else found.content
+    document: dict[str, Any] = jsondoc.load(content)
+    return document
+
+
 def delete_save(write: Write, number: int, precondition: Precondition) -> None:
     repository = SaveRepository(write.sessions)
     repository.delete(

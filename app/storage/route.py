@@ -32,7 +32,7 @@ from app.core.limits import bulk_import_turns
 from app.core.parameters import BodyReader, ParameterReader, validation_failed
 from app.core.redaction import answer_without_secrets
 from app.core.security import Scope
-from app.idempotency.service import Idempotency, IdempotencyKey, idempotency_of
+from app.idempotency.service import Idempotency, IdempotencyKey, Rebuild, answered, idempotency_of
 from app.storage.writes import Write, begin_write
 
 Change = Callable[[Write], Response]
@@ -53,10 +53,14 @@ class Writes:
     tenant: str
     idempotency: Idempotency | None = None
 
-    def run(self, project: str, change: Change, *, create: bool = True) -> Response:
-        """Lock the project, replay the key's first response or claim the key, apply the
+    def run(
+        self, project: str, change: Change, *, create: bool = True, rebuild: Rebuild | None = None
+    ) -> Response:
+        """Lock the project, find the key's first response or claim the key, apply the
         change, remember its response under the key, commit. Without ``create``, a project
-        that does not exist is a 404 (``begin_write``)."""
+        that does not exist is a 404 (``begin_write``). A first response found is a
+        ``Replay``, its body read once the write is over (``WriteRoute`` does); ``rebuild``
+        rebuilds one the change answered by reference (``AnswerByReference``)."""
         with self.database.write_connection() as connection:
             sessions = WriteSession(connection)
             try:
@@ -67,6 +71,7 @@ class Writes:
                     replayed = self.idempotency.claim(write.session)
                     if replayed is not None:
                         connection.rollback()  # the project's touch: a replay changes nothing
+                        replayed.rebuild = rebuild
                         return replayed
                     response = self.idempotency.record(write.session, change(write))
                 sessions.flush()
@@ -279,10 +284,10 @@ class WriteRoute(ContextStoreRoute):
             if write_turn_bytes is None:
                 response = await in_bulk_import_turn(request, principal.tenant, idempotency, run)
             elif received_size(request) > write_turn_bytes:
-                response = await run_in_threadpool(run)
+                response = await answered(request, await run_in_threadpool(run))
             else:
                 project = (principal.tenant, request.path_params["project"])
-                response = await database.write_turns.run(project, run)
+                response = await answered(request, await database.write_turns.run(project, run))
             # Whether or not the request had an Idempotency-Key (whose answer is remembered
             # redacted): the first answer is the same either way.
             return await _without_secrets(response)
@@ -316,12 +321,14 @@ async def in_bulk_import_turn(
     if idempotency is not None:
         replayed = await idempotency.recorded_first(get_database(request))
         if replayed is not None:
-            return replayed
+            return await replayed.answer(request)
     turn = await bulk_import_turns(request).take(tenant, request.is_disconnected)
     try:
-        return await run_in_threadpool(work)
+        response = await run_in_threadpool(work)
     finally:
         turn.release()
+    # A replay when the same request, sent twice at once, recorded its answer meanwhile.
+    return await answered(request, response)
 
 
 class BulkWriteRoute(WriteRoute, BulkBodyRoute):
