@@ -105,12 +105,16 @@ def test_a_database_behind_the_head_answers_503_naming_migrate_where_it_lacks_a_
             readiness = behind.get("/readyz")
             assert readiness.status_code == 503 and revision in readiness.json()["detail"]
             # A write to each table a recent migration changed (saves: 0011, run states:
-            # 0012 and 0013) and a search (0018: SQLite's index, PostgreSQL's functions); the
-            # others may succeed.
+            # 0012 and 0013, Idempotency-Keys: 0019) and a search (0018: SQLite's index,
+            # PostgreSQL's functions); the others may succeed.
             responses = [
                 import_save(behind, "demo", seed_save()),
                 behind.post("/v1/projects/demo/runs/r/iterations", json={"bead_id": "b"}),
-                behind.post("/v1/projects/demo/memory/decisions", json={"decision": "jwt"}),
+                behind.post(
+                    "/v1/projects/demo/memory/decisions",
+                    json={"decision": "jwt"},
+                    headers={"Idempotency-Key": "probe"},
+                ),
                 behind.get("/v1/projects/demo/memory/decisions", params={"q": "jwt"}),
             ]
         for response in responses:
