@@ -1,7 +1,5 @@
 """The app factory: settings, database, routers, error handlers, middleware."""
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -76,15 +74,15 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             "a different request, and a list's cursor handed out before a restart or by "
             "another replica is refused (422: the client starts the list again)"
         )
-    # Deletes an earlier process began and did not end: their projects are hidden already, and
-    # their rows go in batches between the writes of the requests served meanwhile.
-    app.state.finishing_deletes = asyncio.create_task(project_service.finish_deletes(database))
+    # The one deleter of the hidden projects' rows (app/projects/service.py), woken now for
+    # the deletes an earlier process began and did not end, and by each delete after.
+    deleter = project_service.ProjectDeleter(database)
+    app.state.project_deleter = deleter
+    deleter.start()
     try:
         yield
     finally:
-        app.state.finishing_deletes.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await app.state.finishing_deletes
+        await deleter.stop()
         database.dispose()
 
 

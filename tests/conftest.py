@@ -30,6 +30,7 @@ from app.core.migrations import upgrade
 from app.core.security import Scope
 from app.keys import service as keys
 from app.main import create_app
+from tests.helpers import wait_for_the_deleter
 
 # Property tests are repeatable: derandomized, with no example database carried between runs.
 hypothesis_settings.register_profile("suite", derandomize=True, database=None, deadline=None)
@@ -161,6 +162,16 @@ def app(database_url: str) -> Iterator[FastAPI]:
     application = create_app(make_settings(database_url))
     with TestClient(application):  # runs the lifespan: the engines live for the session
         yield application
+
+
+@pytest.fixture(autouse=True)
+def _deletes_end_with_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A deleted project's rows go after the delete's answer (app/projects/service.py): a test
+    of the session app ends once its deletes have, so that no delete's batches run into the
+    next test (one that counts the writer's statements, or holds the deleter)."""
+    yield
+    if "app" in request.fixturenames:
+        wait_for_the_deleter(request.getfixturevalue("app"))
 
 
 @pytest.fixture

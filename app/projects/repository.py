@@ -170,10 +170,10 @@ def delete_project_rows(connection: Connection, project_id: int, rows: int, tabl
     it deleted from (the next delete starts there: the tables before it are empty), or
     ``PROJECT_GONE``.
 
-    Two processes finishing one delete at once (a start's and a request's) may, on
-    PostgreSQL, each find the rows a statement chose deleted by the other, and go on to the
-    next table: the project's row then takes what is left with it (every key to it cascades),
-    in that one statement."""
+    Two processes' deleters finishing one delete at once (each looks for hidden projects at
+    its start) may, on PostgreSQL, each find the rows a statement chose deleted by the other,
+    and go on to the next table: the project's row then takes what is left with it (every
+    key to it cascades), in that one statement."""
     deletes = _held_rows_deletes()
     for index in range(table, len(deletes)):
         parameters = {"project_id": project_id, "rows": rows}
@@ -185,7 +185,11 @@ def delete_project_rows(connection: Connection, project_id: int, rows: int, tabl
 
 def projects_being_deleted(connection: Connection) -> list[int]:
     """The projects whose delete began (``ProjectRepository.hide``) and has not ended."""
-    statement = sqlalchemy.select(_PROJECTS.c.id).where(_PROJECTS.c.tenant == DELETING_TENANT)
+    statement = (
+        sqlalchemy.select(_PROJECTS.c.id)
+        .where(_PROJECTS.c.tenant == DELETING_TENANT)
+        .order_by(_PROJECTS.c.id)
+    )
     return [int(found) for found in connection.execute(statement).scalars()]
 
 

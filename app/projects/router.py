@@ -43,13 +43,14 @@ def get_project(
 
 @router.delete("/{project}", status_code=204, response_class=Response)
 async def delete_project(project: ProjectName, request: Request, principal: Writer) -> Response:
-    """Delete the project and everything stored in it. Honours If-Match. The project is gone
-    from the delete's first write on: reads and lists no longer find it, and a write to its
-    name meanwhile makes a new, empty project. Its contents then go in batches, other writes
-    running between them; the answer comes once the last is gone."""
+    """Delete the project and everything stored in it. Honours If-Match. The answer comes once
+    the project is gone: reads and lists no longer find it, a second delete is a 404, and a
+    write to its name makes a new, empty project. Its contents are deleted after the answer,
+    in batches, other writes running between them."""
     # Not a write to the project's contents (app/storage): it locks the project as it finds
-    # it, never creates it, and runs its writes in the write turns itself.
+    # it, never creates it, and runs its write in the write turns itself.
+    deleter: service.ProjectDeleter = request.app.state.project_deleter
     await service.delete_project(
-        get_database(request), principal.tenant, project, if_match(request)
+        get_database(request), deleter, principal.tenant, project, if_match(request)
     )
     return Response(status_code=204)

@@ -1,19 +1,24 @@
 """Projects spring into being on a first write and go away with everything in them.
 
-A project's delete holds the writer a short write at a time. Its first write takes the
+A project's delete is one write, then a deleter's work after the answer. The write takes the
 project's lock, checks the client's precondition and moves the project out of its tenant's
 sight (``ProjectRepository.hide``): from its commit on the project is gone for every read, list
-and delete, and a write to its name makes a new, empty project, a row of its own. The hidden
-project's rows are then deleted in batches, each a write of its own in the write turns
-(``app/core/write_turns.py``), so that the writes queued meanwhile, any tenant's, run between
-them: SQLite has one writer, and a project of 1,000 failures of 100 KB deleted in one
-transaction held it 15-22 s. The delete answers once the project's last row is gone. A delete
-cut short (the process ended, a write failed, the request cancelled at shutdown) leaves the
-project hidden, never half visible; each start deletes the rest (``finish_deletes``).
+and delete, and a write to its name makes a new, empty project, a row of its own; the answer
+(204) comes then. The app's one ``ProjectDeleter`` then deletes the hidden project's rows in
+batches, each a write of its own in the write turns (``app/core/write_turns.py``), so that the
+writes queued meanwhile, any tenant's, run between them: SQLite has one writer, and a project
+of 1,000 failures of 100 KB deleted in one transaction held it 15-22 s. (The answer waited for
+the last batch before: 107,000 decisions took 121 s, past a client's timeout, and the client's
+retry was a 404.) A delete cut short (the process ended, a batch failed) leaves the project
+hidden, never half visible, and the deleter finishes it: after a pause, at the next delete or
+at the next start.
 """
 
+import asyncio
+import contextlib
 import functools
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -48,6 +53,9 @@ log = logging.getLogger(__name__)
 DELETE_BATCH_ROWS = 1
 DELETE_BATCH_ROWS_MOST = 256
 DELETE_WRITE_SECONDS = 0.02
+# A pass of the deleter that failed (the database lost, a batch that waited too long for its
+# turn) is tried again after this long, or at the next delete if it comes sooner.
+DELETE_RETRY_SECONDS = 30.0
 
 
 def project_not_found(name: str) -> NotFound:
@@ -97,27 +105,100 @@ def list_projects(
     return [_public(p, counts[p.id]) for p in projects if p.id is not None], next_cursor
 
 
+class ProjectDeleter:
+    """The one task of an app that deletes the hidden projects' rows, a project after another:
+    a tenant that sends many deletes puts one delete's batches at a time in front of the other
+    tenants' writes, not as many as it sent. Woken at start (the deletes an earlier process
+    began and did not end, on this database, by any process) and by every delete once its
+    project is hidden; started and stopped (cancelled) by the app's lifespan
+    (``app/main.py``)."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+        self._woken = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        # The wakes asked for, and those the last pass that ended answered (every wake asked
+        # for before it began): ``wait_until_idle`` compares them from another thread.
+        self._passes = threading.Condition()
+        self._asked = 0
+        self._answered = 0
+
+    def start(self) -> None:
+        """On the app's event loop: the task, woken once."""
+        self._loop = asyncio.get_running_loop()
+        self._task = self._loop.create_task(self._run(), name="project-deleter")
+        self.wake()
+
+    async def stop(self) -> None:
+        """The task cancelled, and ended: a batch already running still commits (a write
+        turn's write ends as it would have), and the project it was deleting stays hidden."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def wake(self) -> None:
+        """A pass soon. From any thread: a test's client may serve a request on an event loop
+        of its own. Once stopped, nothing: the next start finishes what is hidden."""
+        with self._passes:
+            self._asked += 1
+        if self._loop is not None and self._task is not None and not self._task.done():
+            self._loop.call_soon_threadsafe(self._woken.set)
+
+    def wait_until_idle(self, timeout: float) -> bool:
+        """From a thread other than the app's event loop: whether, within ``timeout``
+        seconds, a pass begun after every wake asked for so far has ended (every project
+        hidden before this call is gone)."""
+        with self._passes:
+            asked = self._asked
+            return self._passes.wait_for(lambda: self._answered >= asked, timeout)
+
+    async def _run(self) -> None:
+        while True:
+            await self._woken.wait()
+            self._woken.clear()
+            with self._passes:
+                asked = self._asked
+            try:
+                await self._delete_hidden()
+            except Exception:
+                log.warning(
+                    "deleting the rows of deleted projects failed; tried again in %s s, or at "
+                    "the next delete",
+                    DELETE_RETRY_SECONDS,
+                    exc_info=True,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._woken.wait(), DELETE_RETRY_SECONDS)
+                self._woken.set()
+                continue
+            with self._passes:
+                self._answered = asked
+                self._passes.notify_all()
+
+    async def _delete_hidden(self) -> None:
+        """Every hidden project's rows, a project after another, until none is left (those
+        hidden meanwhile included, by this process or another)."""
+        while hidden := await to_thread.run_sync(_being_deleted, self._database):
+            for project in hidden:
+                await _delete_rows(self._database, project)
+
+
 async def delete_project(
-    database: Database, tenant: str, name: str, precondition: Precondition
+    database: Database,
+    deleter: ProjectDeleter,
+    tenant: str,
+    name: str,
+    precondition: Precondition,
 ) -> None:
-    """``precondition`` receives the current ETag in the delete's first write and raises to
-    stop the delete, before anything has changed."""
+    """Hides the project, then wakes the deleter, which deletes its rows after the answer.
+    ``precondition`` receives the current ETag in the hiding write and raises to stop the
+    delete, before anything has changed."""
     # In the project's turn, as its other writes: on PostgreSQL they wait for its lock.
     hide = functools.partial(_hide, database, tenant, name, precondition)
-    await _delete_rows(database, await database.write_turns.run((tenant, name), hide))
-
-
-async def finish_deletes(database: Database) -> None:
-    """At start: the rest of every project whose delete began and did not end (on this
-    database, by any process), deleted as a delete deletes it. A failure (a database not
-    reachable or not migrated yet) is logged; the next start tries again."""
-    try:
-        unfinished = await to_thread.run_sync(_being_deleted, database)
-        for hidden in unfinished:
-            log.info("finishing the delete of project %d, begun before this start", hidden)
-            await _delete_rows(database, hidden)
-    except Exception:
-        log.warning("finishing the deletes begun before this start failed", exc_info=True)
+    await database.write_turns.run((tenant, name), hide)
+    deleter.wake()
 
 
 def _being_deleted(database: Database) -> list[int]:
@@ -125,8 +206,8 @@ def _being_deleted(database: Database) -> list[int]:
         return projects_being_deleted(session.connection())
 
 
-def _hide(database: Database, tenant: str, name: str, precondition: Precondition) -> int:
-    """The delete's first write: the project's id, once it is hidden."""
+def _hide(database: Database, tenant: str, name: str, precondition: Precondition) -> None:
+    """The delete's write: the project hidden."""
     with database.write_connection() as connection:
         sessions = WriteSession(connection)
         try:
@@ -134,7 +215,6 @@ def _hide(database: Database, tenant: str, name: str, precondition: Precondition
             found, public = _load(repository, tenant, name, for_update=True)
             precondition(project_etag(public))
             repository.hide(found)
-            return found
         finally:
             sessions.close()
 

@@ -21,7 +21,7 @@ from tests.helpers import (
     assert_problem,
     import_save,
     seed_save,
-    wait_for_the_starts_deletes,
+    wait_for_the_deleter,
 )
 from tests.platform.world import World, api_routes, send
 
@@ -257,8 +257,8 @@ def _connection_waiters(scraper: TestClient) -> float:
 def test_metrics_count_the_threads_waiting_for_a_connection(database_url):
     settings = make_settings(database_url, worker_threads=1, db_pool_size=1)
     with TestClient(create_app(settings)) as scraper:
-        # The start's own look for deletes to finish, done before the pool is taken whole.
-        wait_for_the_starts_deletes(scraper)
+        # The deleter's look for deletes to finish, at start, done before the pool is taken whole.
+        wait_for_the_deleter(scraper.app)
         engine = scraper.app.state.database.reader
         held = [engine.connect() for _ in range(settings.worker_threads + DB_POOL_MARGIN)]
         waiter = threading.Thread(target=lambda: engine.connect().close())

@@ -3,7 +3,7 @@
 from sqlalchemy import text
 
 from app.projects.resources import PROJECT_RESOURCES
-from tests.helpers import assert_problem, import_save, seed_save
+from tests.helpers import assert_problem, import_save, seed_save, wait_for_the_deleter
 
 
 def test_no_project_before_the_first_write(client, project):
@@ -73,7 +73,7 @@ def _orphans(engine) -> int:
         ).scalar_one()
 
 
-def test_deleting_a_project_deletes_everything_in_it(client, engine, tenant, project):
+def test_deleting_a_project_deletes_everything_in_it(app, client, engine, tenant, project):
     import_save(client, project, seed_save())
     import_save(client, project, seed_save())
     import_save(client, project + "-kept", seed_save())
@@ -83,8 +83,9 @@ def test_deleting_a_project_deletes_everything_in_it(client, engine, tenant, pro
     assert _rows(engine, "save_phase_statuses", project_id) == 16
 
     assert client.delete(f"/v1/projects/{project}").status_code == 204
+    assert _project_id(engine, tenant, project) is None  # gone for its tenant from the answer
 
-    assert _project_id(engine, tenant, project) is None
+    wait_for_the_deleter(app)  # and its rows after it
     assert _rows(engine, "saves", project_id) == 0
     assert _orphans(engine) == 0
     assert_problem(client.get(f"/v1/projects/{project}"), 404)

@@ -1,24 +1,31 @@
-"""A project's delete holds the writer a batch at a time (the hostile client's finding: a
-project of 1,000 failures of 100 KB held SQLite's one writer, and every other tenant's write,
-for the whole delete). From its first write the project is gone for its tenant; its rows then
-go in batches, each a write of its own, and other writes run between them.
+"""A project's delete answers once the project is hidden, and the app's one deleter deletes its
+rows after, a write at a time, a project after another (the README's gaps: a project of 1,000
+failures of 100 KB held SQLite's one writer, and every other tenant's write, for the whole
+delete; and a delete that answered after its last row outlasted a client's timeout, 107,000
+decisions in 121 s, the client's retry a 404). From the delete's write the project is gone for
+its tenant; its rows then go in batches, each a write of its own, and other writes run between
+them.
 
 Deterministic, never timed: the delete's batches are made small, and a listener on the
 writer's statements, at the delete's first DELETE, sends another write and waits until it has
 either committed or is queued behind the running batch (SQLite: one queue for every write).
-The statements' order then says whether it committed before the delete's last batch.
+The statements' order then says whether it committed before the delete's last batch. The
+deleter is held, or stopped, at a batch where a test needs the rows still there.
 """
 
 import asyncio
+import itertools
+import logging
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from concurrent.futures import Future
+from collections.abc import AsyncIterator, Callable, Coroutine, Hashable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine, event, inspect, text
@@ -26,9 +33,17 @@ from sqlalchemy import Engine, event, inspect, text
 from app.core.migrations import upgrade
 from app.main import create_app
 from app.projects import service
+from app.projects.repository import DELETING_TENANT
 from app.projects.resources import PROJECT_RESOURCES
 from tests.conftest import Backend, client_for, create_key, make_settings
-from tests.helpers import assert_problem, tar_gz, wait_for_the_starts_deletes, workspace_files
+from tests.helpers import (
+    DELETER_WAIT_SECONDS,
+    assert_problem,
+    hold_first_call,
+    tar_gz,
+    wait_for_the_deleter,
+    workspace_files,
+)
 from tests.platform.world import populate
 
 # In the other write's body, so that its statements are known among the writer's.
@@ -37,6 +52,10 @@ MARKER = "between-the-batches-5c1d"
 # a working delete ends at once, not a measure of anything (the old delete, which held the
 # writer, ran into it and then let the other write commit after its own).
 QUEUE_WAIT_SECONDS = 10
+# How long a delete's answer may take while the deleter is held: a bound that a delete which
+# answers once its project is hidden ends at once (one that answered after its last batch ran
+# into it, held).
+ANSWER_WAIT_SECONDS = 10
 
 
 def _fill(client: TestClient, project: str) -> None:
@@ -181,6 +200,7 @@ def test_another_tenants_write_commits_between_the_batches(
 
             with at_first_delete(app.state.database.writer, other_tenant_writes) as seen:
                 assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
+                await asyncio.to_thread(wait_for_the_deleter, app)
             assert (await asyncio.wrap_future(sent[0])).status_code == 201
         # The other tenant's write committed before the delete's last batch, not after it.
         assert committed_before_the_last_batch(seen), seen
@@ -219,6 +239,7 @@ def test_the_project_is_gone_from_the_first_batch_and_its_name_starts_afresh(
 
             with at_first_delete(app.state.database.writer, during_the_delete) as seen:
                 assert (await owner.delete(f"/v1/projects/{project}")).status_code == 204
+                await asyncio.to_thread(wait_for_the_deleter, app)
             assert (await asyncio.wrap_future(sent[0])).status_code == 201
         assert committed_before_the_last_batch(seen), seen
 
@@ -234,7 +255,7 @@ def test_the_project_is_gone_from_the_first_batch_and_its_name_starts_afresh(
 
 
 def test_nothing_of_a_deleted_project_is_left_in_any_table(
-    client, engine, tenant, project, monkeypatch
+    app, client, engine, tenant, project, monkeypatch
 ):
     monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 4)
     monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
@@ -245,6 +266,7 @@ def test_nothing_of_a_deleted_project_is_left_in_any_table(
     # Every table that holds a project's rows holds some of this one's.
     assert [table for table, rows in before.items() if rows == 0] == []
     assert client.delete(f"/v1/projects/{project}").status_code == 204
+    wait_for_the_deleter(app)
     assert held_rows(engine, project_id) == dict.fromkeys(before, 0)
     with engine.connect() as connection:
         assert (
@@ -269,33 +291,163 @@ def test_a_stale_if_match_stops_the_delete_before_it_hides_anything(client, proj
     assert deleted.status_code == 204
 
 
-def test_a_delete_cut_short_is_finished_at_the_next_start(backend: Backend, monkeypatch):
-    """A delete that stops after its first batches (a crash, the database lost) leaves the
-    project hidden: gone for its tenant, its name free; the next start deletes the rest."""
+def test_the_delete_answers_before_its_rows_are_deleted(
+    app, client, engine, tenant, project, monkeypatch
+):
+    """The 204 comes once the project is hidden, not once its last row is gone: a large
+    project's delete answered after 121 s, past a client's timeout, whose retry then got a
+    404. Here the deleter is held at its first statement, and the delete answers all the
+    same, every row still there."""
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    _fill(client, project)
+    project_id = _project_id(engine, tenant, project)
+    assert project_id is not None
+    # The reader: on SQLite the held batch has begun its write on the writer's connection.
+    reader = app.state.database.reader
+    before = held_rows(reader, project_id)
+    entered, release = hold_first_call(monkeypatch, service, "delete_project_rows")
+    with ThreadPoolExecutor(1) as requests:
+        try:
+            sent = requests.submit(client.delete, f"/v1/projects/{project}")
+            assert sent.result(timeout=ANSWER_WAIT_SECONDS).status_code == 204
+            assert entered.wait(DELETER_WAIT_SECONDS), "the deleter never began"
+            assert held_rows(reader, project_id) == before
+            assert_problem(client.get(f"/v1/projects/{project}"), 404)
+            assert project not in [p["name"] for p in client.get("/v1/projects").json()["items"]]
+        finally:
+            release.set()
+    wait_for_the_deleter(app)
+    assert held_rows(engine, project_id) == dict.fromkeys(before, 0)
+    assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
+
+
+def one_project_at_a_time(batches: list[int]) -> bool:
+    """Whether the projects' batches, in the order they ran, never return to a project once
+    another's have begun."""
+    runs = [project for project, _ in itertools.groupby(batches)]
+    return len(runs) == len(set(runs))
+
+
+def test_deleted_projects_are_deleted_one_at_a_time(app, client, engine, tenant, monkeypatch):
+    """Three deletes sent at once: the deleter deletes the hidden projects a project after
+    another, so that a tenant that sends many deletes puts one delete's batches at a time in
+    front of the other tenants' writes. (Each request deleted its own project's rows before,
+    and their batches took turns.)"""
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 1)
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS_MOST", 1)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    projects = ["proj-" + secrets.token_hex(4) for _ in range(3)]
+    for project in projects:
+        _fill(client, project)
+    ids = {_project_id(engine, tenant, project) for project in projects}
+    batches: list[int] = []
+    delete_project_rows = service.delete_project_rows
+
+    def recorded(connection: Any, project_id: int, rows: int, table: int) -> int:
+        batches.append(project_id)
+        return delete_project_rows(connection, project_id, rows, table)
+
+    monkeypatch.setattr(service, "delete_project_rows", recorded)
+
+    async def delete() -> None:
+        async with on_this_loop(app, client) as owner:
+            sent = [owner.delete(f"/v1/projects/{project}") for project in projects]
+            answers = await asyncio.gather(*sent)
+        assert [answer.status_code for answer in answers] == [204] * len(projects)
+
+    asyncio.run(delete())
+    # As the deletes answer (the requests' own batches had all run by then), and at the end.
+    assert one_project_at_a_time(batches), batches
+    wait_for_the_deleter(app)
+    assert one_project_at_a_time(batches), batches
+    assert set(batches) == ids
+    for project_id in ids:
+        assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
+
+
+@pytest.mark.parametrize("tried_again", ["after a pause", "at the next delete"])
+def test_a_failed_batch_is_logged_and_its_delete_tried_again(
+    app, client, engine, tenant, project, monkeypatch, caplog, tried_again
+):
+    """A batch that fails (the database lost, a write that waited too long for its turn)
+    neither ends the deleter nor loses the hidden project: it is logged, and the deleter
+    tries again after a pause, or at the next delete if sooner."""
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    pause = 0 if tried_again == "after a pause" else 3600
+    monkeypatch.setattr(service, "DELETE_RETRY_SECONDS", pause)
+    _fill(client, project)
+    project_id = _project_id(engine, tenant, project)
+    assert project_id is not None
+    delete_project_rows = service.delete_project_rows
+    calls: list[int] = []
+    failed = threading.Event()
+
+    def fails_once(connection: Any, project_id: int, rows: int, table: int) -> int:
+        calls.append(rows)
+        if len(calls) == 3:
+            failed.set()
+            raise RuntimeError("the database is lost here")
+        return delete_project_rows(connection, project_id, rows, table)
+
+    monkeypatch.setattr(service, "delete_project_rows", fails_once)
+    caplog.set_level(logging.WARNING, logger=service.__name__)
+    try:
+        assert client.delete(f"/v1/projects/{project}").status_code == 204
+        assert failed.wait(DELETER_WAIT_SECONDS)
+        if tried_again == "at the next delete":
+            other = project + "-next"
+            written = client.post(f"/v1/projects/{other}/memory/decisions", json={"decision": "x"})
+            assert written.status_code == 201
+            assert client.delete(f"/v1/projects/{other}").status_code == 204
+        wait_for_the_deleter(app)
+    finally:
+        # A failure above leaves no deleter waiting out its pause into the next test.
+        app.state.project_deleter.wake()
+    assert len(calls) > 3
+    assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
+    assert sum(held_rows(engine, project_id).values()) == 0
+    logged = [r for r in caplog.records if r.name == service.__name__]
+    assert [r.levelno for r in logged] == [logging.WARNING], logged
+    assert "failed" in logged[0].getMessage()
+
+
+def test_a_delete_stopped_midway_is_finished_at_the_next_start(backend: Backend, monkeypatch):
+    """The app's end cancels its deleter between two batches: the project stays hidden (gone
+    for its tenant, its name free), and the next start deletes the rest."""
     url = backend.new_database_url()
     upgrade(url)
     tenant, project = "t-" + secrets.token_hex(6), "proj-" + secrets.token_hex(4)
     monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
     monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
     first = create_app(make_settings(url))
+    stopped = threading.Event()
     with TestClient(first):
-        client = client_for(first, create_key(first, tenant), raise_server_exceptions=False)
+        client = client_for(first, create_key(first, tenant))
         _fill(client, project)
         engine = first.state.database.writer
         project_id = _project_id(engine, tenant, project)
         assert project_id is not None
-        batches = service.delete_project_rows
-        calls: list[int] = []
+        turns = first.state.database.write_turns
+        run = turns.run
+        batches = 0
 
-        def cut_short(connection: Any, project_id: int, rows: int, table: int) -> int:
-            calls.append(rows)
-            if len(calls) == 3:
-                raise RuntimeError("the process dies here")
-            return batches(connection, project_id, rows, table)
+        async def stops_at_the_third_batch(turn: Hashable, call: Callable[[], Any]) -> Any:
+            nonlocal batches
+            # A hidden project's batches run in its own turn (service._delete_rows).
+            if isinstance(turn, tuple) and turn[0] == DELETING_TENANT:
+                batches += 1
+                if batches == 3:
+                    stopped.set()
+                    # Until the app's end cancels the deleter (bounded, should a delete ever
+                    # wait for its batches again).
+                    await asyncio.sleep(DELETER_WAIT_SECONDS)
+            return await run(turn, call)
 
-        monkeypatch.setattr(service, "delete_project_rows", cut_short)
-        assert client.delete(f"/v1/projects/{project}").status_code == 500
-        monkeypatch.setattr(service, "delete_project_rows", batches)
+        monkeypatch.setattr(turns, "run", stops_at_the_third_batch)
+        assert client.delete(f"/v1/projects/{project}").status_code == 204
+        assert stopped.wait(DELETER_WAIT_SECONDS), "the deleter never reached its third batch"
         left = held_rows(engine, project_id)
         assert sum(left.values()) > 0
         assert_problem(client.get(f"/v1/projects/{project}"), 404)
@@ -309,10 +461,11 @@ def test_a_delete_cut_short_is_finished_at_the_next_start(backend: Backend, monk
         )
         counts = client.get(f"/v1/projects/{project}").json()["counts"]
         assert counts == dict.fromkeys(PROJECT_RESOURCES, 0) | {"memory_items": 1}
+    assert batches == 3
     # The next start.
     second = create_app(make_settings(url))
-    with TestClient(second) as started:
-        wait_for_the_starts_deletes(started)
+    with TestClient(second):
+        wait_for_the_deleter(second)
         assert held_rows(second.state.database.writer, project_id) == dict.fromkeys(left, 0)
         client = client_for(second, create_key(second, tenant))
         assert client.get(f"/v1/projects/{project}").json()["counts"]["memory_items"] == 1
@@ -344,6 +497,7 @@ def test_a_delete_takes_small_rows_many_a_statement_and_never_looks_back(
     event.listen(writer, "before_cursor_execute", record)
     try:
         assert client.delete(f"/v1/projects/{project}").status_code == 204
+        wait_for_the_deleter(app)
     finally:
         event.remove(writer, "before_cursor_execute", record)
     of_items = [statement for statement in deletes if "DELETE FROM memory_items " in statement]
