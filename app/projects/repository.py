@@ -168,12 +168,7 @@ def delete_project_rows(connection: Connection, project_id: int, rows: int, tabl
     """Deletes up to ``rows`` of the project's rows from the first table, leaves first, from
     the ``table``-th on, that holds any; once none is left, the project's own row. The table
     it deleted from (the next delete starts there: the tables before it are empty), or
-    ``PROJECT_GONE``.
-
-    Two processes' deleters finishing one delete at once (each looks for hidden projects at
-    its start) may, on PostgreSQL, each find the rows a statement chose deleted by the other,
-    and go on to the next table: the project's row then takes what is left with it (every
-    key to it cascades), in that one statement."""
+    ``PROJECT_GONE``. In a write that holds the project's row (``lock_hidden_project``)."""
     deletes = _held_rows_deletes()
     for index in range(table, len(deletes)):
         parameters = {"project_id": project_id, "rows": rows}
@@ -181,6 +176,27 @@ def delete_project_rows(connection: Connection, project_id: int, rows: int, tabl
             return index
     connection.execute(_DELETE_PROJECT, {"project_id": project_id})
     return PROJECT_GONE
+
+
+_LOCK_HIDDEN_PROJECT = (
+    sqlalchemy.select(_PROJECTS.c.id)
+    .where(_PROJECTS.c.id == bindparam("project_id"), _PROJECTS.c.tenant == DELETING_TENANT)
+    .with_for_update()
+)
+
+
+def lock_hidden_project(connection: Connection, project_id: int) -> bool:
+    """The hidden project's row locked until the write ends; False: another process deleted
+    it. Every process's deleter deletes every hidden project it finds (each looks at its
+    start), and on PostgreSQL two of them on one project at once went wrong: a statement that
+    found the rows it chose deleted by the other's write took the table for empty, and the
+    project's row then took the rest with it in one statement, the long write the batches are
+    there to avoid (two deleters on a hidden project of 20,000 decisions, twice: a statement
+    of 1.0 s and one of 1.4 s, against none over 0.36 s with the row held). With the row held
+    their writes take turns, each reading what the one before it left. (SQLite's one writer
+    takes them in turn already.)"""
+    found = connection.execute(_LOCK_HIDDEN_PROJECT, {"project_id": project_id}).first()
+    return found is not None
 
 
 def projects_being_deleted(connection: Connection) -> list[int]:

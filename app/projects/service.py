@@ -35,6 +35,7 @@ from app.projects.repository import (
     PROJECT_GONE,
     ProjectRepository,
     delete_project_rows,
+    lock_hidden_project,
     projects_being_deleted,
 )
 from app.projects.schemas import ProjectPublic
@@ -248,6 +249,10 @@ def _delete_batches(database: Database, hidden: int, progress: _DeleteProgress) 
     """One write of the delete: statements until ``DELETE_WRITE_SECONDS`` have passed or the
     project is gone. Whether it is."""
     with database.write_connection() as connection:
+        # Another process's deleter may be on this project too (each looks at its start):
+        # their writes take turns on the project's row.
+        if not lock_hidden_project(connection, hidden):
+            return True
         started = time.monotonic()
         while True:
             statement_started = time.monotonic()

@@ -471,6 +471,58 @@ def test_a_delete_stopped_midway_is_finished_at_the_next_start(backend: Backend,
         assert client.get(f"/v1/projects/{project}").json()["counts"]["memory_items"] == 1
 
 
+def _lock_waiters(engine: Engine) -> int:
+    """The database's sessions waiting for a lock another holds (PostgreSQL)."""
+    with engine.connect() as connection:
+        return connection.execute(
+            text(
+                "SELECT COUNT(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE NOT l.granted AND a.datname = current_database()"
+            )
+        ).scalar_one()
+
+
+@pytest.mark.postgresql
+def test_two_processes_deleters_take_turns_on_one_project(own_postgres_url, monkeypatch, caplog):
+    """Two replicas' deleters on one hidden project (each looks for hidden projects at its
+    start): the second's write waits for the first's, holding the project's row, rather than
+    delete beside it (where a statement that found its rows deleted by the other took the
+    table for empty, and the project's row then took the rest in one long statement); both
+    end without an error, and nothing of the project is left."""
+    monkeypatch.setattr(service, "DELETE_BATCH_ROWS", 3)
+    monkeypatch.setattr(service, "DELETE_WRITE_SECONDS", 0)
+    caplog.set_level(logging.WARNING, logger=service.__name__)
+    tenant, project = "t-" + secrets.token_hex(6), "proj-" + secrets.token_hex(4)
+    first, second = (create_app(make_settings(own_postgres_url)) for _ in range(2))
+    with TestClient(first), TestClient(second):
+        wait_for_the_deleter(first)
+        wait_for_the_deleter(second)
+        client = client_for(first, create_key(first, tenant))
+        _fill(client, project)
+        engine = first.state.database.writer
+        project_id = _project_id(engine, tenant, project)
+        assert project_id is not None
+        before = held_rows(engine, project_id)
+        # The first deleter's first write is held once it holds the project's row.
+        entered, release = hold_first_call(monkeypatch, service, "delete_project_rows")
+        try:
+            assert client.delete(f"/v1/projects/{project}").status_code == 204
+            assert entered.wait(DELETER_WAIT_SECONDS), "the first deleter never began"
+            second.state.project_deleter.wake()
+            deadline = time.monotonic() + DELETER_WAIT_SECONDS
+            while _lock_waiters(engine) == 0:
+                assert time.monotonic() < deadline, "the second deleter never waited"
+                time.sleep(0.01)
+            assert held_rows(engine, project_id) == before
+        finally:
+            release.set()
+        wait_for_the_deleter(first)
+        wait_for_the_deleter(second)
+        assert held_rows(engine, project_id) == dict.fromkeys(before, 0)
+        assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
+    assert [r for r in caplog.records if r.name == service.__name__] == []
+
+
 def test_a_delete_takes_small_rows_many_a_statement_and_never_looks_back(
     app, client, engine, tenant, project, monkeypatch
 ):
