@@ -193,13 +193,12 @@ async def delete_project(
     name: str,
     precondition: Precondition,
 ) -> None:
-    """Hides the project, then wakes the deleter, which deletes its rows after the answer.
+    """Hides the project and wakes the deleter, which deletes its rows after the answer.
     ``precondition`` receives the current ETag in the hiding write and raises to stop the
     delete, before anything has changed."""
     # In the project's turn, as its other writes: on PostgreSQL they wait for its lock.
-    hide = functools.partial(_hide, database, tenant, name, precondition)
+    hide = functools.partial(_hide, database, deleter, tenant, name, precondition)
     await database.write_turns.run((tenant, name), hide)
-    deleter.wake()
 
 
 def _being_deleted(database: Database) -> list[int]:
@@ -207,8 +206,14 @@ def _being_deleted(database: Database) -> list[int]:
         return projects_being_deleted(session.connection())
 
 
-def _hide(database: Database, tenant: str, name: str, precondition: Precondition) -> None:
-    """The delete's write: the project hidden."""
+def _hide(
+    database: Database,
+    deleter: ProjectDeleter,
+    tenant: str,
+    name: str,
+    precondition: Precondition,
+) -> None:
+    """The delete's write: the project hidden, and the deleter woken once it has committed."""
     with database.write_connection() as connection:
         sessions = WriteSession(connection)
         try:
@@ -218,6 +223,10 @@ def _hide(database: Database, tenant: str, name: str, precondition: Precondition
             repository.hide(found)
         finally:
             sessions.close()
+    # Here, in the write's thread, rather than in the request once its turn has returned: a
+    # request cancelled during its write (the server stopping) does not wait for it, and the
+    # write commits all the same.
+    deleter.wake()
 
 
 @dataclass

@@ -212,8 +212,9 @@ def test_a_client_that_hangs_up_mid_body_is_logged_as_such_and_changes_nothing(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    with client:  # the app's lifespan: its database and settings
-        anyio.run(app, scope, receive, send)
+    # The session app, started once: its lifespan entered again would give it a database of
+    # its own, and its deleter, stopped at the block's end, would delete no project's rows after.
+    anyio.run(app, scope, receive, send)
 
     [start] = [message for message in sent if message["type"] == "http.response.start"]
     assert start["status"] == 400

@@ -14,6 +14,7 @@ deleter is held, or stopped, at a batch where a test needs the rows still there.
 """
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import secrets
@@ -319,6 +320,46 @@ def test_the_delete_answers_before_its_rows_are_deleted(
             release.set()
     wait_for_the_deleter(app)
     assert held_rows(engine, project_id) == dict.fromkeys(before, 0)
+    assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
+
+
+def test_a_delete_cancelled_during_its_write_still_has_its_rows_deleted(
+    app, client, engine, tenant, project, monkeypatch
+):
+    """A request cancelled while its hiding write runs (the server stopping) is not waited
+    for, and the write commits all the same: the deleter is woken by the write once it has
+    committed, not by the request after it, which is gone."""
+    _fill(client, project)
+    project_id = _project_id(engine, tenant, project)
+    assert project_id is not None
+    entered, release = hold_first_call(monkeypatch, service, "_hide")
+    hidden = threading.Event()
+    held_hide = service._hide
+
+    def hide(*args: Any) -> None:
+        try:
+            held_hide(*args)
+        finally:
+            hidden.set()
+
+    monkeypatch.setattr(service, "_hide", hide)
+
+    async def cancelled() -> None:
+        async with on_this_loop(app, client) as owner:
+            sent = asyncio.ensure_future(owner.delete(f"/v1/projects/{project}"))
+            try:
+                assert await asyncio.to_thread(entered.wait, DELETER_WAIT_SECONDS)
+                sent.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sent
+            finally:
+                release.set()
+
+    asyncio.run(cancelled())
+    assert hidden.wait(DELETER_WAIT_SECONDS), "the hiding write never ended"
+    assert _project_id(engine, tenant, project) is None
+    wait_for_the_deleter(app)
+    assert sum(held_rows(engine, project_id).values()) == 0
     assert _project_id(engine, DELETING_TENANT, str(project_id)) is None
 
 
