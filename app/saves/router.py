@@ -23,7 +23,13 @@ from app.idempotency.service import AnswerByReference
 from app.saves import service
 from app.saves.repository import SaveFilter
 from app.saves.schemas import PruneRequest, PruneResult, ResumeResult, SaveReceipt, SaveSummary
-from app.storage.route import BulkWriteRoute, IdempotentWritesDep, WriteRoute, WritesDep
+from app.storage.route import (
+    BulkWriteRoute,
+    IdempotentWritesDep,
+    ReadFirstWriteRoute,
+    WriteRoute,
+    WritesDep,
+)
 from app.storage.writes import Write
 
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["saves"], route_class=WriteRoute)
@@ -143,16 +149,17 @@ async def export_save(
     )
 
 
-@router.post("/saves/{save_id}/resume", response_model=ResumeResult)
 def resume_save(
     project: ProjectName, save_id: SaveNumber, request: Request, writes: IdempotentWritesDep
 ) -> Response:
     """Seed 000's resume: checks the version (409 if it cannot be resumed), increments
     `metadata.resume_count` (stored), and returns the save with the phase to resume."""
     precondition = if_match(request)
+    with writes.database.read_session() as session:
+        prepared = service.prepare_resume(session, writes.tenant, project, save_id)
 
     def change(write: Write) -> Response:
-        resumed = service.resume(write, save_id, precondition)
+        resumed = service.resume(write, save_id, precondition, prepared)
         # Under an Idempotency-Key, an answer over the body limit is remembered by this, not
         # stored whole: the save it carries is stored already, in the version its ETag names.
         reference = {
@@ -174,6 +181,17 @@ def resume_save(
         return None if document is None else dumps(service.resume_answer(reference, document))
 
     return writes.run(project, change, rebuild=rebuild)
+
+
+# In a worker thread, never the write turn (SQLite's one writer): the resume is worked out from
+# the save before its write, which then only stores it.
+router.add_api_route(
+    "/saves/{save_id}/resume",
+    resume_save,
+    methods=["POST"],
+    response_model=ResumeResult,
+    route_class_override=ReadFirstWriteRoute,
+)
 
 
 @router.delete("/saves/{save_id}", status_code=204, response_class=Response)

@@ -197,11 +197,20 @@ class Resumed:
     document: dict[str, Any]
 
 
-def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
-    """Seed 000's resume process: check the version, count the resume, name the phase."""
-    repository = SaveRepository(write.sessions)
-    save = write.existing(repository, number, missing=_not_found(number), precondition=precondition)
-    document = jsondoc.load(_file_bytes(save))
+@dataclass(frozen=True)
+class PreparedResume:
+    """A resume worked out before its write: from the save as it was read (``read_etag``), its
+    document with the resume counted and the columns that store it."""
+
+    read_etag: str
+    document: dict[str, Any]
+    columns: dict[str, Any]
+
+
+def _resumed(content: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Seed 000's resume of a save file: the version checked, the resume counted; the document
+    and the columns that store it."""
+    document = jsondoc.load(content)
     if document.get("version") != mdan_save.VERSION:
         raise Conflict(
             f"Save version {quoted(document.get('version'))} cannot be resumed by a "
@@ -209,7 +218,37 @@ def resume(write: Write, number: int, precondition: Precondition) -> Resumed:
         )
     # As seed 000's load_context does: Python's int has no largest value.
     document["metadata"]["resume_count"] += 1
-    repository.store(save, _rendered(document)[1])
+    return document, _rendered(document)[1]
+
+
+def prepare_resume(
+    session: Session, tenant: str, project: str, number: int
+) -> PreparedResume | None:
+    """The slow part of a resume (parse, render, compress, hash: seconds for a 30 MB save, which
+    held SQLite's one writer as long), before the write. None where there is nothing to
+    prepare (no such save, a version no reader resumes): the write finds it and answers so."""
+    try:
+        found = get_file(session, tenant, project, number)
+        content = gzip_format.decompress_stored(found.content) if found.gzipped else found.content
+        document, columns = _resumed(content)
+    except (NotFound, Conflict):
+        return None
+    return PreparedResume(found.etag, document, columns)
+
+
+def resume(
+    write: Write, number: int, precondition: Precondition, prepared: PreparedResume | None
+) -> Resumed:
+    """Seed 000's resume process: check the version, count the resume, name the phase. With
+    the resume ``prepared`` from the save as the write finds it, only its store; else (none,
+    or the save changed since it was read) all of it, in the write."""
+    repository = SaveRepository(write.sessions)
+    save = write.existing(repository, number, missing=_not_found(number), precondition=precondition)
+    if prepared is not None and prepared.read_etag == save.etag:
+        document, columns = prepared.document, prepared.columns
+    else:
+        document, columns = _resumed(_file_bytes(save))
+    repository.store(save, columns)
     return Resumed(
         save_id=save.number,
         resume_phase=document["phases"]["current"],
