@@ -9,6 +9,7 @@ from app.core.body import (
 )
 from app.core.conditional import if_match
 from app.core.deps import Reader, ReadSession, get_settings
+from app.core.errors import Problem
 from app.core.identifiers import ProjectName
 from app.core.json import FastJSONResponse, dumps
 from app.core.limits import BULK_IMPORTS_ALL_RUNNING, LARGE_FILE_EXPORTS_ALL_RUNNING
@@ -28,6 +29,7 @@ from app.storage.route import (
     IdempotentWritesDep,
     ReadFirstWriteRoute,
     WriteRoute,
+    Writes,
     WritesDep,
 )
 from app.storage.writes import Write
@@ -149,6 +151,15 @@ async def export_save(
     )
 
 
+def _answered_by_its_key(writes: Writes, session: Session) -> bool:
+    if writes.idempotency is None:
+        return False
+    try:
+        return writes.idempotency.recorded(session) is not None
+    except Problem:  # the key's own answer (in use, or another request's): the write gives it
+        return True
+
+
 def resume_save(
     project: ProjectName, save_id: SaveNumber, request: Request, writes: IdempotentWritesDep
 ) -> Response:
@@ -156,7 +167,13 @@ def resume_save(
     `metadata.resume_count` (stored), and returns the save with the phase to resume."""
     precondition = if_match(request)
     with writes.database.read_session() as session:
-        prepared = service.prepare_resume(session, writes.tenant, project, save_id)
+        # A retry under a key already answered (or refused) is answered from the key in the
+        # write: working the save out first would cost seconds of CPU a replay of a large one.
+        prepared = (
+            None
+            if _answered_by_its_key(writes, session)
+            else service.prepare_resume(session, writes.tenant, project, save_id)
+        )
 
     def change(write: Write) -> Response:
         resumed = service.resume(write, save_id, precondition, prepared)

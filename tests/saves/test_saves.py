@@ -286,6 +286,13 @@ def test_a_resume_is_worked_out_before_its_write(client, project, monkeypatch):
     assert late.status_code == 200, late.text
     assert late.json()["resume_count"] == 2
     assert rendered_in_write == [False, True]
+    # A retry under a key already answered is answered from the key: nothing worked out.
+    keyed = {"Idempotency-Key": "resume-once"}
+    first = client.post(_url(project, f"/{save_id}/resume"), headers=keyed)
+    rendered_in_write.clear()
+    again = client.post(_url(project, f"/{save_id}/resume"), headers=keyed)
+    assert again.status_code == 200 and again.content == first.content
+    assert rendered_in_write == []
 
 
 def test_missing_saves_are_404(client, project):
