@@ -797,5 +797,9 @@ class Routes:
         return Call("GET", "/v1/admin/keys", model(Page[ApiKeyPublic]), params=params)
 
     @endpoint
-    def revoke_key(self, key_id: str) -> Call[None]:
-        return Call("DELETE", f"/v1/admin/keys/{_segment(key_id)}", nothing)
+    def get_key(self, key_id: str) -> Call[ApiKeyPublic]:
+        return Call("GET", f"/v1/admin/keys/{_segment(key_id)}", model(ApiKeyPublic))
+
+    @endpoint
+    def revoke_key(self, key_id: str, *, if_match: str | None = None) -> Call[None]:
+        return _delete(f"/v1/admin/keys/{_segment(key_id)}", if_match)

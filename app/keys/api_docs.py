@@ -15,7 +15,7 @@ KEY = {
 }
 
 DOCS = DomainDocs(
-    Tag("admin", "API keys of the caller's tenant (the `admin` scope): create, list, revoke."),
+    Tag("admin", "API keys of the caller's tenant (the `admin` scope): create, list, get, revoke."),
     {
         f"POST {PREFIX}": Operation(
             "Create an API key",
@@ -31,6 +31,13 @@ DOCS = DomainDocs(
                 )
             },
         ),
-        f"DELETE {PREFIX}/{{key_id}}": Operation("Revoke an API key", {204: Reply("Revoked.")}),
+        f"GET {PREFIX}/{{key_id}}": Operation(
+            "Get an API key",
+            {200: Reply("The key's record, with its `ETag` (never the key itself).", KEY)},
+        ),
+        f"DELETE {PREFIX}/{{key_id}}": Operation(
+            "Revoke an API key",
+            {204: Reply("Revoked (If-Match: the ETag of the key's GET).")},
+        ),
     },
 )

@@ -3,7 +3,9 @@ from typing import Annotated
 from fastapi import Path, Request, Response
 
 from app.core.body import ContextStoreRoute
+from app.core.conditional import if_match, not_modified
 from app.core.deps import Admin, ReadSession, get_database
+from app.core.json import FastJSONResponse
 from app.core.pagination import Cursor, Limit
 from app.core.routing import GatedRouter
 from app.core.schemas import Page
@@ -49,10 +51,25 @@ def list_keys(
     return Page(items=[_public(key) for key in keys], next_cursor=next_cursor)
 
 
+@router.get(
+    "/{key_id}",
+    response_model=ApiKeyPublic,
+    responses={304: {"description": "Unchanged (If-None-Match)."}},
+)
+def get_key(key_id: KeyId, request: Request, session: ReadSession, principal: Admin) -> Response:
+    """One of the tenant's keys, revoked or not, with its `ETag` (which a revoke changes).
+    Never the key itself."""
+    key, etag = service.get_key(session, principal.tenant, key_id)
+    if (unchanged := not_modified(request, etag)) is not None:
+        return unchanged
+    return FastJSONResponse(_public(key).model_dump(mode="json"), headers={"ETag": etag})
+
+
 @router.delete("/{key_id}", status_code=204, response_class=Response)
 def revoke_key(key_id: KeyId, request: Request, principal: Admin) -> Response:
     """Revoke a key: it stops working at once, on every server of the database. The record
-    stays for the audit trail."""
+    stays for the audit trail. Honours If-Match (the ETag of the key's GET); a revoked key's
+    revoke again is a 204 that changes nothing."""
     with get_database(request).write_transaction() as session:
-        service.revoke_key(session, principal.tenant, key_id)
+        service.revoke_key(session, principal.tenant, key_id, if_match(request))
     return Response(status_code=204)

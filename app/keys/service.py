@@ -3,8 +3,10 @@
 import secrets
 from dataclasses import dataclass
 
+import orjson
 from sqlmodel import Session
 
+from app.core.conditional import Precondition, etag_of
 from app.core.constraints import MAX_LIMIT
 from app.core.db import utcnow
 from app.core.errors import NotFound
@@ -44,9 +46,29 @@ def list_keys(
     return ApiKeyRepository(session).page(tenant, cursor, limit)
 
 
-def revoke_key(session: Session, tenant: str | None, key_id: str) -> ApiKey:
+def etag(key: ApiKey) -> str:
+    """The key record's version, as its GET answers it: of everything that route shows
+    (only ``revoked_at`` ever changes)."""
+    shown = (key.id, key.tenant, key.scopes, key.name, key.prefix, key.created_at, key.revoked_at)
+    return etag_of(orjson.dumps(shown, default=str))
+
+
+def get_key(session: Session, tenant: str | None, key_id: str) -> tuple[ApiKey, str]:
+    key = ApiKeyRepository(session).get(tenant, key_id)
+    if key is None:
+        raise NotFound(f"No API key {key_id!r}.")
+    return key, etag(key)
+
+
+def revoke_key(
+    session: Session, tenant: str | None, key_id: str, precondition: Precondition | None = None
+) -> ApiKey:
+    """Revoke once (a revoked key stays as it was revoked); ``precondition`` is given the
+    record's version (None: no such key) first, as every conditional DELETE's is."""
     repository = ApiKeyRepository(session)
     key = repository.get(tenant, key_id)
+    if precondition is not None:
+        precondition(None if key is None else etag(key))
     if key is None:
         raise NotFound(f"No API key {key_id!r}.")
     if key.revoked_at is None:

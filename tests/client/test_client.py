@@ -69,6 +69,7 @@ EXAMPLES: dict[str, tuple[object, ...]] = {
     "import_archive": ("p", b""),
     "create_key": (["read"],),
     "list_keys": (),
+    "get_key": ("k",),
     "revoke_key": ("k",),
 }
 

@@ -106,15 +106,42 @@ def test_admin_creates_lists_and_revokes_keys(client, app: FastAPI, tenant):
     assert_problem(new_client.get("/v1/projects"), 401)
 
 
+def test_a_revoke_honours_if_match_as_every_delete_does(client, app: FastAPI):
+    """A key's GET gives its version; a revoke naming another version changes nothing (412),
+    one naming it revokes, and the revoke gives the key a new version."""
+    created = client.post("/v1/admin/keys", json={"scopes": ["read"], "name": "ci"}).json()
+    url = f"/v1/admin/keys/{created['id']}"
+    got = client.get(url)
+    assert got.status_code == 200
+    etag = got.headers["ETag"]
+    assert got.json() == {name: value for name, value in created.items() if name != "key"}
+    assert created["key"] not in got.text
+    assert client.get(url, headers={"If-None-Match": etag}).status_code == 304
+
+    assert_problem(client.delete(url, headers={"If-Match": '"stale"'}), 412)
+    assert client_for(app, created["key"]).get("/v1/projects").status_code == 200
+    assert client.delete(url, headers={"If-Match": etag}).status_code == 204
+    assert_problem(client_for(app, created["key"]).get("/v1/projects"), 401)
+
+    revoked = client.get(url)
+    assert revoked.json()["revoked_at"] is not None and revoked.headers["ETag"] != etag
+    assert_problem(client.delete(url, headers={"If-Match": etag}), 412)
+    assert client.delete(url, headers={"If-Match": revoked.headers["ETag"]}).status_code == 204
+    assert_problem(client.delete("/v1/admin/keys/0123456789abcdef", headers={"If-Match": "*"}), 412)
+    assert_problem(client.get("/v1/admin/keys/0123456789abcdef"), 404)
+
+
 def test_admin_routes_need_the_admin_scope(app: FastAPI, tenant):
     writer = client_for(app, create_key(app, tenant, Scope.read, Scope.write))
     assert_problem(writer.post("/v1/admin/keys", json={"scopes": ["read"]}), 403)
     assert_problem(writer.get("/v1/admin/keys"), 403)
+    assert_problem(writer.get("/v1/admin/keys/0123456789abcdef"), 403)
 
 
 def test_admin_cannot_revoke_another_tenants_key(client, other_client):
     other_key = other_client.post("/v1/admin/keys", json={"scopes": ["read"]}).json()
     assert_problem(client.delete(f"/v1/admin/keys/{other_key['id']}"), 404)
+    assert_problem(client.get(f"/v1/admin/keys/{other_key['id']}"), 404)
 
 
 def test_a_key_for_another_tenant_cannot_be_asked_for(client, tenant):
