@@ -317,7 +317,7 @@ class ItemRepository(ProjectScopedRepository[MemoryItem]):
             cursor,
             limit,
             scope=(project_id, kind),
-            bound=ByteBound(ITEM_BYTES, most_bytes),
+            bound=ByteBound(ITEM_BYTES, most_bytes, UNREAD_SEARCH_TEXT),
         )
 
     def _filtered(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlmodel import SQLModel
 
 from app.agents.models import AgentMemoryItem
@@ -169,6 +169,36 @@ def test_small_items_still_fill_the_limit(client, project, bounded, name):
     bounded()
     pages = _pages(client, project, listed, limit=2)
     assert [items for items, _ in pages] == [[0, 1], [2, 3], [4]]
+
+
+# How each database's full-text match shows in the SQL sent (app/memory/repository.py).
+FULL_TEXT_MATCH = ("memory_items_fts MATCH", "memory_search_query(")
+
+
+def test_a_search_page_runs_its_full_text_match_once(client, project, bounded):
+    """The rows chosen by a search's sizes are read by their ids: the match, the costly part
+    of a search of a large project, ran a second time for them."""
+    for index in range(5):
+        _memory_item("decisions", "decision", "timestamp")(client, project, index, "k" * 1000)
+    _memory_item("decisions", "decision", "timestamp")(client, project, 5, "needle " * 100)
+    _memory_item("decisions", "decision", "timestamp")(client, project, 6, "needle " * 100)
+    bounded()
+    sent: list[str] = []
+
+    def record(_c: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        response = client.get(
+            f"/v1/projects/{project}/memory/decisions", params={"q": "needle", "limit": 500}
+        )
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    assert response.status_code == 200, response.text
+    assert [_index_of(item) for item in response.json()["items"]] == [5, 6]
+    matching = [sql for sql in sent if any(match in sql for match in FULL_TEXT_MATCH)]
+    assert len(matching) == 1, matching
 
 
 def _save(client: Any, project: str, padding: str) -> None:
