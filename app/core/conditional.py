@@ -83,6 +83,12 @@ def if_match(request: Request) -> Precondition:
     return lambda current: require_if_match(request, current)
 
 
+def if_match_given(request: Request) -> Precondition | None:
+    """``if_match``, or None when the request names no version: a check that would pass, for
+    a write whose current version costs statements to work out (a project's, by counting)."""
+    return None if request.headers.get("if-match") is None else if_match(request)
+
+
 def if_match_or_create_only(request: Request) -> Precondition:
     """For a PUT that creates or replaces: If-Match, and ``If-None-Match: *`` (create only)."""
 

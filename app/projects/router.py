@@ -1,7 +1,7 @@
 from fastapi import Request, Response
 
 from app.core.body import ContextStoreRoute
-from app.core.conditional import if_match, not_modified
+from app.core.conditional import if_match_given, not_modified
 from app.core.deps import Reader, ReadSession, Writer, get_database
 from app.core.identifiers import ProjectName
 from app.core.pagination import Cursor, Limit
@@ -51,6 +51,6 @@ async def delete_project(project: ProjectName, request: Request, principal: Writ
     # it, never creates it, and runs its write in the write turns itself.
     deleter: service.ProjectDeleter = request.app.state.project_deleter
     await service.delete_project(
-        get_database(request), deleter, principal.tenant, project, if_match(request)
+        get_database(request), deleter, principal.tenant, project, if_match_given(request)
     )
     return Response(status_code=204)

@@ -84,17 +84,22 @@ def project_etag(project: ProjectPublic) -> str:
     return etag_of(dumps(project.model_dump(mode="json")))
 
 
-def _load(
+def _found(
     repository: ProjectRepository, tenant: str, name: str, *, for_update: bool = False
-) -> tuple[int, ProjectPublic]:
+) -> tuple[int, Project]:
     project = repository.get(tenant, name, for_update=for_update)
     if project is None or project.id is None:
         raise project_not_found(name)
-    return project.id, _public(project, repository.counts([project.id])[project.id])
+    return project.id, project
+
+
+def _load(repository: ProjectRepository, tenant: str, name: str) -> ProjectPublic:
+    found, project = _found(repository, tenant, name)
+    return _public(project, repository.counts([found])[found])
 
 
 def get_project(session: Session, tenant: str, name: str) -> ProjectPublic:
-    return _load(ProjectRepository(session), tenant, name)[1]
+    return _load(ProjectRepository(session), tenant, name)
 
 
 def list_projects(
@@ -191,11 +196,12 @@ async def delete_project(
     deleter: ProjectDeleter,
     tenant: str,
     name: str,
-    precondition: Precondition,
+    precondition: Precondition | None,
 ) -> None:
     """Hides the project and wakes the deleter, which deletes its rows after the answer.
     ``precondition`` receives the current ETag in the hiding write and raises to stop the
-    delete, before anything has changed."""
+    delete, before anything has changed; without one the ETag is not worked out (it counts
+    every resource of the project, 0.1-0.27 s of the write for 20,000 items)."""
     # In the project's turn, as its other writes: on PostgreSQL they wait for its lock.
     hide = functools.partial(_hide, database, deleter, tenant, name, precondition)
     await database.write_turns.run((tenant, name), hide)
@@ -211,15 +217,16 @@ def _hide(
     deleter: ProjectDeleter,
     tenant: str,
     name: str,
-    precondition: Precondition,
+    precondition: Precondition | None,
 ) -> None:
     """The delete's write: the project hidden, and the deleter woken once it has committed."""
     with database.write_connection() as connection:
         sessions = WriteSession(connection)
         try:
             repository = ProjectRepository(sessions.get())
-            found, public = _load(repository, tenant, name, for_update=True)
-            precondition(project_etag(public))
+            found, project = _found(repository, tenant, name, for_update=True)
+            if precondition is not None:
+                precondition(project_etag(_public(project, repository.counts([found])[found])))
             repository.hide(found)
         finally:
             sessions.close()

@@ -292,6 +292,29 @@ def test_a_stale_if_match_stops_the_delete_before_it_hides_anything(client, proj
     assert deleted.status_code == 204
 
 
+@pytest.mark.parametrize("if_match", [False, True])
+def test_the_hiding_write_counts_the_resources_only_for_an_if_match(client, project, if_match):
+    """The project's ETag is of its resources' counts, a statement a table: the write that
+    hides the project, every tenant's one writer on SQLite, works it out only to check an
+    If-Match (it took 0.1-0.27 s of the write for 20,000 items)."""
+    populate(client, project)
+    headers = (
+        {"If-Match": client.get(f"/v1/projects/{project}").headers["ETag"]} if if_match else {}
+    )
+    counted: list[str] = []
+
+    def record(_c: object, _cursor: object, statement: str, *_args: object) -> None:
+        if "count(" in statement.lower():
+            counted.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        assert client.delete(f"/v1/projects/{project}", headers=headers).status_code == 204
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+    assert len(counted) == (len(PROJECT_RESOURCES) if if_match else 0), counted
+
+
 def test_the_delete_answers_before_its_rows_are_deleted(
     app, client, engine, tenant, project, monkeypatch
 ):
