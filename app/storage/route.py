@@ -169,7 +169,10 @@ class WriteRoute(ContextStoreRoute):
     a key's scope, the one thing a dependency of its own would order (a 401 or 403 before a bad
     Idempotency-Key's 422), is checked by the route class before FastAPI reads anything."""
 
+    # The most body bytes a write runs whole in its write turn with (None: never in one).
     write_turn_bytes: int | None = SMALL_WRITE_BYTES
+    # Whether it runs in one of its tenant's bulk-import turns (``in_bulk_import_turn``).
+    bulk_import = False
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         writes = _writes_parameter(endpoint)
@@ -268,6 +271,7 @@ class WriteRoute(ContextStoreRoute):
         position = [parameter.name for parameter in parameters].index(name)
         shown = [*parameters[:position], *added, *parameters[position + 1 :]]
         write_turn_bytes = self.write_turn_bytes
+        bulk_import = self.bulk_import
 
         @functools.wraps(endpoint)
         async def handing_writes(**arguments: Any) -> Response:
@@ -281,9 +285,9 @@ class WriteRoute(ContextStoreRoute):
             database = get_database(request)
             arguments[name] = Writes(database, principal.tenant, idempotency)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
-            if write_turn_bytes is None:
+            if bulk_import:
                 response = await in_bulk_import_turn(request, principal.tenant, idempotency, run)
-            elif received_size(request) > write_turn_bytes:
+            elif write_turn_bytes is None or received_size(request) > write_turn_bytes:
                 response = await answered(request, await run_in_threadpool(run))
             else:
                 project = (principal.tenant, request.path_params["project"])
@@ -337,11 +341,14 @@ class BulkWriteRoute(WriteRoute, BulkBodyRoute):
     queued behind it, once it has one of its tenant's turns (``in_bulk_import_turn``)."""
 
     write_turn_bytes = None
+    bulk_import = True
 
 
 class ReadFirstWriteRoute(WriteRoute):
     """A write that reads and builds what it stores before its write takes any lock (a
     restore's rebuild from memory: seconds for thousands of items): in a worker thread
-    whatever its body, never in its write turn, which on SQLite is every tenant's one writer."""
+    whatever its body, never in its write turn, which on SQLite is every tenant's one writer
+    (until 2026-11-28 one whose body was empty, or not read, ran whole in a write turn: every
+    resume and restore)."""
 
-    write_turn_bytes = 0
+    write_turn_bytes = None

@@ -8,12 +8,13 @@ writer on SQLite), and a replay was sent with no export turn."""
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import event, text
 
+from app.storage import route
 from tests.conftest import client_for, create_key
 from tests.helpers import assert_problem, import_save, one_turn_without_wait, seed_save
 
@@ -87,29 +88,26 @@ def test_a_replay_whose_save_changed_since_says_so(app, project, saved):
 
 
 @pytest.fixture
-def statements_in_write_turns(app, monkeypatch) -> Iterator[list[str]]:
-    """The statements run in the app's write turns (on either engine), as they run."""
+def statements_in_writes(app, monkeypatch) -> Iterator[list[str]]:
+    """The statements run in the app's writes (``Writes.run``: in a write turn, or in a worker
+    thread holding the writer's connection or the project's lock), on either engine."""
     database = app.state.database
-    turns = database.write_turns
-    in_turn = threading.local()
+    in_write = threading.local()
     seen: list[str] = []
-    original = turns.run
+    original = route.Writes.run
 
-    async def run(project: Any, call: Callable[[], Any]) -> Any:
-        def flagged() -> Any:
-            in_turn.on = True
-            try:
-                return call()
-            finally:
-                in_turn.on = False
-
-        return await original(project, flagged)
+    def run(self: route.Writes, *args: Any, **kwargs: Any) -> Any:
+        in_write.on = True
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            in_write.on = False
 
     def record(conn, cursor, statement, parameters, context, executemany) -> None:
-        if getattr(in_turn, "on", False):
+        if getattr(in_write, "on", False):
             seen.append(statement)
 
-    monkeypatch.setattr(turns, "run", run)
+    monkeypatch.setattr(route.Writes, "run", run)
     engines = {id(engine): engine for engine in (database.writer, database.reader)}.values()
     for engine in engines:
         event.listen(engine, "before_cursor_execute", record)
@@ -118,11 +116,9 @@ def statements_in_write_turns(app, monkeypatch) -> Iterator[list[str]]:
         event.remove(engine, "before_cursor_execute", record)
 
 
-def test_the_claim_in_the_write_turn_never_reads_the_stored_answer(
-    project, saved, statements_in_write_turns
-):
+def test_the_claim_in_the_write_never_reads_the_stored_answer(project, saved, statements_in_writes):
     """Neither a replay nor a key reused on another route (the same 422 as ever) fetches the
-    stored answer in the write turn: a replay reads it after the turn."""
+    stored answer in the write: a replay reads it after the write."""
     client, _, save_id = saved
     first = _resume(client, project, save_id, "resume-1")
     assert first.status_code == 200
@@ -132,7 +128,7 @@ def test_the_claim_in_the_write_turn_never_reads_the_stored_answer(
         headers={"Idempotency-Key": "decision-1"},
     )
     assert decision.status_code == 201
-    statements_in_write_turns.clear()
+    statements_in_writes.clear()
 
     assert _resume(client, project, save_id, "resume-1").content == first.content
     small = client.post(
@@ -150,8 +146,8 @@ def test_the_claim_in_the_write_turn_never_reads_the_stored_answer(
     assert problem["errors"] == [
         {"path": "header.idempotency-key", "message": "reused with a different request"}
     ]
-    claims = [s for s in statements_in_write_turns if "idempotency_keys" in s]
-    assert len(claims) >= 3  # each request's claim ran in its turn
+    claims = [s for s in statements_in_writes if "idempotency_keys" in s]
+    assert len(claims) >= 3  # each request's claim ran in its write
     assert [s for s in claims if READS_THE_ANSWER.search(s)] == []
 
 

@@ -295,6 +295,37 @@ def test_a_resume_is_worked_out_before_its_write(client, project, monkeypatch):
     assert rendered_in_write == []
 
 
+@pytest.mark.parametrize("body", [None, b"{}"])
+def test_a_resume_is_worked_out_outside_the_write_turns(client, project, monkeypatch, body):
+    """Not only outside its write: outside the write turns, SQLite's one writer for every
+    tenant, whatever its body (one sent without a body ran whole in a write turn)."""
+    from app.core import write_turns
+
+    turn = threading.local()
+    prepared_in_turn: list[bool] = []
+    write = write_turns.WriteTurns._write
+    prepare = saves_service.prepare_resume
+
+    def flagged(self, *args, **kwargs):
+        turn.on = True
+        try:
+            return write(self, *args, **kwargs)
+        finally:
+            turn.on = False
+
+    def recorded(*args, **kwargs):
+        prepared_in_turn.append(getattr(turn, "on", False))
+        return prepare(*args, **kwargs)
+
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    monkeypatch.setattr(write_turns.WriteTurns, "_write", flagged)
+    monkeypatch.setattr(saves_service, "prepare_resume", recorded)
+    headers = {} if body is None else {"Content-Type": "application/json"}
+    resumed = client.post(_url(project, f"/{save_id}/resume"), content=body, headers=headers)
+    assert resumed.status_code == 200, resumed.text
+    assert prepared_in_turn == [False]
+
+
 def test_missing_saves_are_404(client, project):
     import_save(client, project, seed_save())
     assert_problem(client.get(_url(project, "/999999")), 404)
