@@ -172,7 +172,9 @@ def resume_save(
         prepared = (
             None
             if _answered_by_its_key(writes, session)
-            else service.prepare_resume(session, writes.tenant, project, save_id)
+            else service.prepare_resume(
+                session, writes.tenant, project, save_id, writes.answer_up_to
+            )
         )
 
     def change(write: Write) -> Response:

@@ -222,13 +222,14 @@ def _resumed(content: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def prepare_resume(
-    session: Session, tenant: str, project: str, number: int
+    session: Session, tenant: str, project: str, number: int, up_to: int
 ) -> PreparedResume | None:
     """The slow part of a resume (parse, render, compress, hash: seconds for a 30 MB save, which
     held SQLite's one writer as long), before the write. None where there is nothing to
-    prepare (no such save, a version no reader resumes): the write finds it and answers so."""
+    prepare (no such save, a version no reader resumes): the write finds it and answers so.
+    ``Oversized``, nothing read, for a save over ``up_to`` bytes (the resume answers it whole)."""
     try:
-        found = get_file(session, tenant, project, number)
+        found = get_file(session, tenant, project, number, up_to)
         content = gzip_format.decompress_stored(found.content) if found.gzipped else found.content
         document, columns = _resumed(content)
     except (NotFound, Conflict):

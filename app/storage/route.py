@@ -28,9 +28,11 @@ from starlette.concurrency import run_in_threadpool
 from app.core.body import BulkBodyRoute, ContextStoreRoute, received_size
 from app.core.db import Database, WriteSession
 from app.core.deps import authenticated, get_database
-from app.core.limits import bulk_import_turns
+from app.core.documents import ANY_SIZE, Oversized
+from app.core.limits import bulk_import_turns, export_turns
 from app.core.parameters import BodyReader, ParameterReader, validation_failed
 from app.core.redaction import answer_without_secrets
+from app.core.responses import ClosingResponse
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, Rebuild, answered, idempotency_of
 from app.storage.writes import Write, begin_write
@@ -52,6 +54,10 @@ class Writes:
     database: Database
     tenant: str
     idempotency: Idempotency | None = None
+    # The most bytes of a stored document a read-first write reads to answer with it (a
+    # resume's save): over it, the read raises ``Oversized`` and the write runs again in one of
+    # the tenant's export turns, with no bound (``ReadFirstWriteRoute``).
+    answer_up_to: int = ANY_SIZE
 
     def run(
         self, project: str, change: Change, *, create: bool = True, rebuild: Rebuild | None = None
@@ -283,12 +289,19 @@ class WriteRoute(ContextStoreRoute):
             principal = await authenticated(request)
             idempotency = await idempotency_of(request, principal, key)
             database = get_database(request)
-            arguments[name] = Writes(database, principal.tenant, idempotency)
+            tenant = principal.tenant
+            up_to = request.app.state.settings.max_body_bytes
+            arguments[name] = Writes(database, tenant, idempotency, answer_up_to=up_to)
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
             if bulk_import:
-                response = await in_bulk_import_turn(request, principal.tenant, idempotency, run)
+                response = await in_bulk_import_turn(request, tenant, idempotency, run)
             elif write_turn_bytes is None or received_size(request) > write_turn_bytes:
-                response = await answered(request, await run_in_threadpool(run))
+                try:
+                    response = await answered(request, await run_in_threadpool(run))
+                except Oversized:
+                    arguments[name] = Writes(database, tenant, idempotency)
+                    whole = functools.partial(endpoint, **arguments)
+                    return await _in_export_turn(request, tenant, whole)
             else:
                 project = (principal.tenant, request.path_params["project"])
                 response = await answered(request, await database.write_turns.run(project, run))
@@ -302,6 +315,20 @@ class WriteRoute(ContextStoreRoute):
             ]
         )
         return handing_writes, _REQUEST if request_name is None else request_name
+
+
+async def _in_export_turn(request: Request, tenant: str, run: Callable[[], Response]) -> Response:
+    """A write whose answer holds a document over the body limit (a resume's save), run once
+    one of the tenant's export turns is free, and its answer sent in it, as a large download
+    is (``app/core/responses.py``): what answers that clients do not read hold at once is
+    bounded by the turns (its read raised ``Oversized`` before anything was built or written)."""
+    turn = await export_turns(request).take(tenant, request.is_disconnected)
+    try:
+        response = await _without_secrets(await answered(request, await run_in_threadpool(run)))
+    except BaseException:
+        turn.release()
+        raise
+    return ClosingResponse(response, turn.release)
 
 
 async def _without_secrets(response: Response) -> Response:

@@ -15,7 +15,14 @@ import pytest
 from sqlalchemy import event
 
 from tests.conftest import client_for, create_key
-from tests.helpers import AsgiAnswer, assert_problem, http_scope, one_turn_without_wait
+from tests.helpers import (
+    AsgiAnswer,
+    assert_problem,
+    http_scope,
+    import_save,
+    one_turn_without_wait,
+    seed_save,
+)
 from tests.mcp.test_large_calls import post_mcp
 from tests.platform.world import populate
 
@@ -283,4 +290,30 @@ def test_every_download_over_the_limit_is_read_and_sent_in_an_export_turn(
     assert again.status_code == 200, again.text
     assert again.content == whole.content
     assert again.headers["etag"] == whole.headers["etag"]
+    assert turns.total == 0
+
+
+def test_a_resume_of_a_save_over_the_limit_runs_and_is_sent_in_an_export_turn(
+    app, client, tenant, project, monkeypatch
+):
+    """A resume answers its whole save: over the body limit it waits for one of the tenant's
+    export turns before it reads the save (with the one turn held, a 429 that counts no
+    resume), and holds it until its answer has been sent; under it, it needs none."""
+    save_id = import_save(client, project, seed_save()).json()["id"]
+    resume = f"/v1/projects/{project}/saves/{save_id}/resume"
+    assert client.post(resume).json()["resume_count"] == 1
+    turns = app.state.archive_exports
+    one_turn_without_wait(turns, monkeypatch)
+    held = anyio.run(turns.take, tenant)
+    try:
+        assert client.post(resume).json()["resume_count"] == 2  # under the limit: no turn
+        monkeypatch.setattr(app.state.settings, "max_body_bytes", 1000)
+        assert_problem(client.post(resume), 429)
+    finally:
+        held.release()
+    saved = client.get(f"/v1/projects/{project}/saves/{save_id}").json()
+    assert saved["metadata"]["resume_count"] == 2  # the refused resume changed nothing
+    resumed = client.post(resume)
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["resume_count"] == 3 and len(resumed.content) > 1000
     assert turns.total == 0
