@@ -209,6 +209,8 @@ router.add_api_route(
     resume_save,
     methods=["POST"],
     response_model=ResumeResult,
+    # It answers the whole save: one over the body limit is resumed in an export turn.
+    responses={429: LARGE_FILE_EXPORTS_ALL_RUNNING},
     route_class_override=ReadFirstWriteRoute,
 )
 
