@@ -7,6 +7,7 @@ from sqlmodel import col, select
 from app.core.db import DriverStatement, insert_bound, table_of
 from app.core.pagination import ByteBound, SortKey, paginate
 from app.features.models import FeatureContext, FeatureWorkflow, Handover
+from app.projects.repository import in_their_project
 from app.storage.repository import ProjectScopedRepository, unread_columns
 
 # A list of features answers their summaries: it reads no context.
@@ -98,7 +99,10 @@ class HandoverRepository(ProjectScopedRepository[Handover]):
         most_bytes: int,
     ) -> tuple[list[Handover], str | None]:
         """A page of notes that hold at most ``most_bytes`` together (``ByteBound``)."""
-        statement = select(Handover).where(Handover.project_id == project_id)
+        # Not a hidden feature's (its delete's write moved its context out of the project).
+        statement = select(Handover).where(
+            Handover.project_id == project_id, *in_their_project(HANDOVERS)
+        )
         if to_agent is not None:
             statement = statement.where(Handover.to_agent == to_agent)
         if from_agent is not None:

@@ -26,7 +26,7 @@ from app.features.schemas import (
     ReviewCreate,
 )
 from app.formats import feature_context, jsondoc
-from app.storage.route import IdempotentWritesDep, WriteRoute, Writes, WritesDep
+from app.storage.route import IdempotentWritesDep, WriteRoute, WritesDep
 from app.storage.writes import Write
 
 router = GatedRouter(prefix="/v1/projects/{project}", tags=["features"], route_class=WriteRoute)
@@ -76,17 +76,6 @@ def _url(project: str, feature: str, file: str) -> str:
 
 def _summary(context: FeatureContext) -> FeatureSummary:
     return FeatureSummary.model_validate(context, from_attributes=True)
-
-
-def _delete(
-    writes: Writes,
-    project: str,
-    file: service.FeatureFile[Any, Any],
-    feature: str,
-    request: Request,
-) -> Response:
-    precondition = if_match(request)
-    return writes.delete(project, lambda write: service.delete(write, file, feature, precondition))
 
 
 def _add_file_routes(
@@ -255,8 +244,12 @@ def delete_context(
     project: ProjectName, feature: FeatureName, request: Request, writes: WritesDep
 ) -> Response:
     """Delete the feature: its context, its handovers and its `workflow.json`. Honours
-    `If-Match` (the context's ETag)."""
-    return _delete(writes, project, service.CONTEXT, feature, request)
+    `If-Match` (the context's ETag). The answer comes once the feature is gone: reads, lists,
+    the project's counts and its archive no longer find it or its handovers, a second delete is
+    a 404, and a feature of the same name can be made at once. Its handovers are deleted after
+    the answer, in batches, other writes running between them."""
+    precondition = if_match(request)
+    return writes.hide(project, lambda write: service.delete_feature(write, feature, precondition))
 
 
 _add_file_routes(
@@ -275,7 +268,10 @@ def delete_workflow(
     project: ProjectName, feature: FeatureName, request: Request, writes: WritesDep
 ) -> Response:
     """Delete the feature's `workflow.json` alone. Honours `If-Match`."""
-    return _delete(writes, project, service.WORKFLOW, feature, request)
+    precondition = if_match(request)
+    return writes.delete(
+        project, lambda write: service.delete_workflow(write, feature, precondition)
+    )
 
 
 @router.post("/features/{feature}/handovers", status_code=201, response_model=HandoverAppended)

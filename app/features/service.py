@@ -51,8 +51,8 @@ Prepared = TypeVar("Prepared")
 @dataclass(frozen=True)
 class FeatureFile(Generic[FileRow, Prepared]):
     """A document a feature keeps whole, one row a feature: its ``context.json`` (the feature
-    itself) or its ``workflow.json``. Both are downloaded, stored and deleted alike; ``prepare``
-    is what storing one does without the database, ``store`` the write (True: created)."""
+    itself) or its ``workflow.json``. Both are downloaded and stored alike; ``prepare`` is what
+    storing one does without the database, ``store`` the write (True: created)."""
 
     filename: str
     model: type[FileRow]
@@ -115,18 +115,26 @@ def _set_file(row: FeatureWorkflow, content: bytes) -> None:
     row.size_bytes = len(content)
 
 
-def delete(
-    write: Write, file: FeatureFile[Any, Any], feature_id: str, precondition: Precondition
-) -> None:
-    """Delete the feature's file. Its context is the feature: its handovers go with it (ON
-    DELETE CASCADE), and so does its workflow.json."""
-    repository = file.repository(write.sessions)
-    missing = file.not_found(feature_id)
+def delete_workflow(write: Write, feature_id: str, precondition: Precondition) -> None:
+    """Delete the feature's ``workflow.json`` alone."""
+    repository = WorkflowRepository(write.sessions)
+    missing = WORKFLOW.not_found(feature_id)
     repository.delete(
         write.existing(repository, feature_id, missing=missing, precondition=precondition)
     )
-    if file is CONTEXT:
-        WorkflowRepository(write.sessions).delete_for(write.project_id, feature_id)
+
+
+def delete_feature(write: Write, feature_id: str, precondition: Precondition) -> None:
+    """Delete the feature: its context is hidden with its handovers, which the deleter deletes
+    after the answer, as many as they are (``Write.hide``), and its ``workflow.json``, one row
+    of at most a body's size, is deleted here."""
+    repository = FeatureRepository(write.sessions)
+    missing = CONTEXT.not_found(feature_id)
+    write.hide(
+        repository,
+        write.existing(repository, feature_id, missing=missing, precondition=precondition),
+    )
+    WorkflowRepository(write.sessions).delete_for(write.project_id, feature_id)
 
 
 # context.json.

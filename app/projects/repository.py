@@ -1,4 +1,5 @@
 import functools
+import secrets
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -17,6 +18,7 @@ from sqlalchemy import (
     delete,
     exists,
     func,
+    or_,
     tuple_,
     update,
 )
@@ -33,7 +35,9 @@ PROJECT_ORDER = [SortKey(Project.created_at), SortKey(Project.id)]
 # The tenant a project is moved to when its delete begins, under its id as its name. No tenant
 # has this name (a tenant is an identifier: app/core/identifiers.py), so from that first write
 # every query of a tenant's projects, which all look them up by tenant and name, finds it gone,
-# and a write to its name makes a new project, while its rows are deleted in batches.
+# and a write to its name makes a new project, while its rows are deleted in batches. A
+# feature's or a run's delete moves its row into a new project of this tenant
+# (``new_hidden_project``), whose rows the deleter deletes in the same way.
 DELETING_TENANT = "#deleting"
 
 
@@ -139,17 +143,20 @@ def _held_rows_deletes() -> tuple[Delete, ...]:
     # Each held table's rows of the project; a dict keeps the tables in their order.
     scopes: dict[Table, ColumnElement[bool]] = {}
     for table in SQLModel.metadata.sorted_tables:  # a table after every table it refers to
-        # Its own key to the project first, when it has one (a handover's, beside its
-        # context's).
-        keys = sorted(table.foreign_keys, key=lambda key: key.column.table is not projects)
-        for key in keys:
-            parent = key.column.table
-            if parent is projects:
-                scopes[table] = key.parent == project_id
-                break
-            if parent in scopes:
-                scopes[table] = key.parent.in_(sqlalchemy.select(key.column).where(scopes[parent]))
-                break
+        # A row is the project's by any of its keys: a handover by its own key to the project
+        # and by its context's. The two differ once a feature's delete has moved its context
+        # into a hidden project (``new_hidden_project``), its handovers still the old
+        # project's: each project's delete takes them a batch at a time, whichever comes first,
+        # rather than leave them to the cascade of the last row they hang from, one statement.
+        held_by = [
+            key.parent == project_id
+            if key.column.table is projects
+            else key.parent.in_(sqlalchemy.select(key.column).where(scopes[key.column.table]))
+            for key in sorted(table.foreign_keys, key=lambda key: key.parent.name)
+            if key.column.table is projects or key.column.table in scopes
+        ]
+        if held_by:
+            scopes[table] = or_(*held_by)
     deletes = []
     for table, scope in reversed(scopes.items()):
         primary = tuple(table.primary_key.columns)
@@ -197,6 +204,38 @@ def lock_hidden_project(connection: Connection, project_id: int) -> bool:
     takes them in turn already.)"""
     found = connection.execute(_LOCK_HIDDEN_PROJECT, {"project_id": project_id}).first()
     return found is not None
+
+
+def new_hidden_project(connection: Connection, now: datetime) -> int:
+    """A new project of ``DELETING_TENANT``, under a name of its own, empty: a row a delete
+    moves into it (a feature's context, a run's state) is gone from its project's sight from
+    that write's commit, its name free, and the deleter deletes it, and every row that hangs
+    from it, as it deletes a hidden project's rows."""
+    table = _PROJECTS
+    statement = (
+        sqlalchemy.insert(table)
+        .values(
+            tenant=DELETING_TENANT, name=secrets.token_hex(16), created_at=now, last_write_at=now
+        )
+        .returning(table.c.id)
+    )
+    return int(connection.execute(statement).scalar_one())
+
+
+def in_their_project(table: Table) -> list[ColumnElement[bool]]:
+    """The conditions a row of ``table`` (a table a project holds by its ``project_id``) meets
+    when it is its project's to show: each row it hangs from in another such table is in the
+    same project. A feature's delete moves its context into a hidden project
+    (``new_hidden_project``) and leaves its handovers, which keep their ``project_id``, to the
+    deleter: from that write's commit they are no longer their project's. (A look-up of the
+    row it hangs from by its key, a row at a time.)"""
+    return [
+        exists().where(
+            key.column == key.parent, key.column.table.c.project_id == table.c.project_id
+        )
+        for key in sorted(table.foreign_keys, key=lambda key: key.parent.name)
+        if key.column.table is not _PROJECTS and "project_id" in key.column.table.c
+    ]
 
 
 def projects_being_deleted(connection: Connection) -> list[int]:
@@ -247,7 +286,7 @@ class ProjectRepository:
             project_column = col(model.project_id)  # type: ignore[attr-defined]
             statement = (
                 select(project_column, func.count())
-                .where(project_column.in_(project_ids))
+                .where(project_column.in_(project_ids), *in_their_project(table_of(model)))
                 .group_by(project_column)
             )
             for project_id, count in self.session.exec(statement):

@@ -11,7 +11,8 @@ of 1,000 failures of 100 KB deleted in one transaction held it 15-22 s. (The ans
 the last batch before: 107,000 decisions took 121 s, past a client's timeout, and the client's
 retry was a 404.) A delete cut short (the process ended, a batch failed) leaves the project
 hidden, never half visible, and the deleter finishes it: after a pause, at the next delete or
-at the next start.
+at the next start. A feature's delete and a run's hide their row in a hidden project of its own
+(``Write.hide``, ``app/storage/writes.py``), which this deleter deletes as any other.
 """
 
 import asyncio

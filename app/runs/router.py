@@ -208,6 +208,10 @@ def patch_state(
 
 @router.delete("/runs/{run}", status_code=204, response_class=Response)
 def delete_run(project: ProjectName, run: RunName, request: Request, writes: WritesDep) -> Response:
-    """Delete the run: its state, its backup and its counted sessions. Honours If-Match."""
+    """Delete the run: its state, its backup and its counted sessions. Honours If-Match. The
+    answer comes once the run is gone: reads, lists, the project's counts and its archive no
+    longer find it, a second delete is a 404, and a run of the same name can be made at once.
+    Its history's entries and counted sessions are deleted after the answer, in batches, other
+    writes running between them."""
     precondition = if_match(request)
-    return writes.delete(project, lambda write: service.delete_run(write, run, precondition))
+    return writes.hide(project, lambda write: service.delete_run(write, run, precondition))

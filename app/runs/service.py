@@ -436,4 +436,6 @@ def patch_state(
 
 
 def delete_run(write: Write, run: str, precondition: Precondition) -> None:
-    RunRepository(write.sessions).delete(_existing(write, run, precondition))
+    """The run's state hidden with its beads and counted sessions, which the deleter deletes
+    after the answer, as many as they are (``Write.hide``)."""
+    write.hide(RunRepository(write.sessions), _existing(write, run, precondition))

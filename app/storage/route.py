@@ -13,6 +13,7 @@ The commit happens before the response is sent: a client never sees a 2xx for a 
 then failed to commit.
 """
 
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
@@ -35,6 +36,7 @@ from app.core.redaction import answer_without_secrets
 from app.core.responses import ClosingResponse
 from app.core.security import Scope
 from app.idempotency.service import Idempotency, IdempotencyKey, Rebuild, answered, idempotency_of
+from app.projects.service import ProjectDeleter
 from app.storage.writes import Write, begin_write
 
 Change = Callable[[Write], Response]
@@ -49,10 +51,12 @@ SMALL_WRITE_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class Writes:
-    """The calling tenant's writes, and the request's Idempotency-Key (None without one)."""
+    """The calling tenant's writes, the app's deleter of hidden rows, and the request's
+    Idempotency-Key (None without one)."""
 
     database: Database
     tenant: str
+    deleter: ProjectDeleter
     idempotency: Idempotency | None = None
     # The most bytes of a stored document a read-first write reads to answer with it (a
     # resume's save): over it, the read raises ``Oversized`` and the write runs again in one of
@@ -93,6 +97,15 @@ class Writes:
             return Response(status_code=204)
 
         return self.run(project, change)
+
+    def hide(self, project: str, remove: Callable[[Write], None]) -> Response:
+        """A delete whose change hides what it deletes (``Write.hide``): 204 once it has
+        committed, and the deleter woken then, to delete the hidden rows after the answer.
+        Woken in the write's own thread: a request cancelled during its write, which commits
+        all the same, still has its rows deleted."""
+        deleted = self.delete(project, remove)
+        self.deleter.wake()
+        return deleted
 
 
 @dataclass(frozen=True)
@@ -290,8 +303,10 @@ class WriteRoute(ContextStoreRoute):
             idempotency = await idempotency_of(request, principal, key)
             database = get_database(request)
             tenant = principal.tenant
+            deleter = request.app.state.project_deleter
             up_to = request.app.state.settings.max_body_bytes
-            arguments[name] = Writes(database, tenant, idempotency, answer_up_to=up_to)
+            writes = Writes(database, tenant, deleter, idempotency, answer_up_to=up_to)
+            arguments[name] = writes
             run: Callable[[], Response] = functools.partial(endpoint, **arguments)
             if bulk_import:
                 response = await in_bulk_import_turn(request, tenant, idempotency, run)
@@ -299,7 +314,7 @@ class WriteRoute(ContextStoreRoute):
                 try:
                     response = await answered(request, await run_in_threadpool(run))
                 except Oversized:
-                    arguments[name] = Writes(database, tenant, idempotency)
+                    arguments[name] = dataclasses.replace(writes, answer_up_to=ANY_SIZE)
                     whole = functools.partial(endpoint, **arguments)
                     return await _in_export_turn(request, tenant, whole)
             else:

@@ -20,7 +20,7 @@ from app.core.db import RowT, WriteSession, utcnow
 from app.core.deps import take_key_confirmation
 from app.core.documents import StoredDocument
 from app.core.errors import NotFound
-from app.projects.repository import project_id, touch_project
+from app.projects.repository import new_hidden_project, project_id, touch_project
 from app.projects.service import project_not_found
 from app.storage.repository import ProjectScopedRepository
 
@@ -85,6 +85,17 @@ class Write:
         its parameters), read with it."""
         row, value = repository.locked_with(self.project_id, *key, **bound)
         return _required(row, missing, precondition), value
+
+    def hide(self, repository: ProjectScopedRepository[RowT], row: RowT) -> None:
+        """A delete of ``row`` and of every row that hangs from it (a feature's handovers, a
+        run's beads), in a write as short as the row: it moves into a new hidden project
+        (``new_hidden_project``), gone from every read, list and count of its project from
+        this write's commit, its name free, and the deleter deletes it after the answer, a
+        short write at a time (``Writes.hide`` wakes it). Deleted here, its rows went with it
+        in one statement, as long as they were many: SQLite's one writer, and every tenant's
+        writes, waited 1.66 s for a feature of 3,000 handovers of 100 KB."""
+        hidden = new_hidden_project(self.sessions.connection, utcnow())
+        repository.store(row, {"project_id": hidden})
 
 
 def _checked(row: RowT | None, precondition: Precondition | None) -> RowT | None:

@@ -17,7 +17,7 @@ BACKUP = b'{"set": "aside"}\n'
 
 
 def _write(app, tenant: str, project: str, change) -> Response:
-    return Writes(app.state.database, tenant).run(project, change)
+    return Writes(app.state.database, tenant, app.state.project_deleter).run(project, change)
 
 
 def _run(client, project: str) -> str:
