@@ -30,8 +30,9 @@ NOTES = select(HANDOVERS.c.note).where(OF_CONTEXT).order_by(HANDOVERS.c.position
 
 
 class FeatureRepository(ProjectScopedRepository[FeatureContext]):
-    """Features, by their contexts: one row a feature, by its name. Its handover rows go with
-    it (ON DELETE CASCADE)."""
+    """Features, by their contexts: one row a feature, by its name. Its handover rows hang
+    from it (ON DELETE CASCADE); a feature's delete hides it (``Write.hide``), and the deleter
+    deletes them a batch at a time before it."""
 
     model = FeatureContext
     key = ("feature_id",)
