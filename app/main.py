@@ -4,7 +4,6 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from anyio import to_thread
 from fastapi import FastAPI
 
 from app import (
@@ -20,6 +19,7 @@ from app.core.db import create_database
 from app.core.deps import KeyLookup, PrincipalCache
 from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
+from app.core.fair import use_fair_threads
 from app.core.json import FastJSONResponse
 from app.core.limits import BodyBytes, Turns
 from app.core.logs import RequestRecordMiddleware
@@ -57,11 +57,10 @@ log = logging.getLogger(__name__)
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    # The limiter every sync route, sync dependency and run_in_threadpool shares; the pools
-    # are sized from the same setting (app/core/db.py).
-    threads = to_thread.current_default_thread_limiter()
-    threads.total_tokens = settings.worker_threads
-    app.state.worker_threads = threads
+    # The limiter every sync route, sync dependency, run_in_threadpool and PostgreSQL write
+    # turn shares, its tenants in turn; the pools are sized from the same setting
+    # (app/core/db.py).
+    app.state.worker_threads = use_fair_threads(settings.worker_threads)
     database = create_database(settings)
     app.state.database = database
     app.state.metrics.observe_database(database)

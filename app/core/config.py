@@ -110,8 +110,9 @@ class Settings(BaseSettings):
     fingerprint_key: SecretStr | None = None
     # Threads that run route code and every database call (anyio's limiter). A request that
     # finds them all busy waits in the event loop, with no time limit and at no cost but its
-    # socket; the connection pools are sized from this, so that a thread never waits long for
-    # a connection (which would fail after db_pool_timeout_seconds with a 503).
+    # socket, the tenants waiting served in turn (app/core/fair.py); the connection pools are
+    # sized from this, so that a thread never waits long for a connection (which would fail
+    # after db_pool_timeout_seconds with a 503).
     worker_threads: int = Field(default=16, ge=1)
     # Connections kept open per pool. Each pool opens up to worker_threads + DB_POOL_MARGIN;
     # SQLite's writer always has exactly one.

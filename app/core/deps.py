@@ -20,6 +20,7 @@ from starlette.datastructures import Headers
 from app.core.config import AuthMode, Settings
 from app.core.db import Database
 from app.core.errors import UNKNOWN_KEY, Forbidden, RevokedKey, Unauthenticated
+from app.core.fair import act_for
 from app.core.security import ALL_SCOPES, Principal, Scope, hash_key
 
 log = logging.getLogger(__name__)
@@ -245,11 +246,14 @@ async def authenticated(request: Request) -> Principal:
     the route class calls this before anything else of the request, the dependencies below
     and a write route's ``Writes`` reuse it."""
     known = _known_principal(request)
-    if known is not None:
-        return known
-    secret = presented_key(request.headers)
-    assert secret is not None, "_known_principal refuses a request without a key"
-    return await run_in_threadpool(_look_up, request, secret)
+    if known is None:
+        secret = presented_key(request.headers)
+        assert secret is not None, "_known_principal refuses a request without a key"
+        known = await run_in_threadpool(_look_up, request, secret)
+    # On the event loop, so that it holds for the rest of the request: its worker threads
+    # are taken in its tenant's turns.
+    act_for(known.tenant)
+    return known
 
 
 # The scope each scope dependency (``Reader``, ``Writer``, ``Admin``) requires. A route that

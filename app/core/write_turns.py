@@ -24,6 +24,10 @@ Measured under 32 connections appending to one project (``make bench``, a quiet 
 SQLite's turn runs in a thread of its own (its writer needs no worker thread, and a read never
 waits behind it for one); PostgreSQL's turns in anyio's worker threads, one for each project
 being written, so that the pool's size (``worker_threads`` and a margin) still bounds them.
+
+Tenants take turns (``app/core/fair.py``): a turn's writes wait in a ``TenantQueue``, so that on
+SQLite, where one turn serves every tenant, each tenant waiting has a write in turn; and a
+PostgreSQL turn asks for its worker thread as its project's tenant, in that tenant's turn.
 """
 
 import asyncio
@@ -31,8 +35,7 @@ import contextvars
 import functools
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -40,6 +43,8 @@ from typing import Any, TypeVar
 
 from anyio import to_thread
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from app.core.fair import TenantQueue
 
 T = TypeVar("T")
 
@@ -50,6 +55,11 @@ T = TypeVar("T")
 TURN_WRITES = 64
 
 
+# A turn's: the event loop it asks for its threads on, and its project (None on SQLite, whose
+# one turn is every write's).
+_TurnKey = tuple[asyncio.AbstractEventLoop, tuple[str, str] | None]
+
+
 @dataclass
 class _Queued:
     """One write waiting for its turn, and where its outcome goes."""
@@ -58,42 +68,6 @@ class _Queued:
     context: contextvars.Context
     future: asyncio.Future[Any]
     queued_at: float = field(default_factory=time.monotonic)
-
-
-class _WaitingWrites:
-    """A turn's writes not yet started: each tenant's in the order they came, the tenants in
-    rotation, one write each: a tenant with hundreds waiting delays another's next write by at
-    most one of its own. In one queue for all, 256 connections of one tenant writing without
-    pause made another tenant's decision wait 259-325 ms (median), 1,024 of them up to 3.5 s
-    (a hostile client, SQLite, 2026-11-27). On PostgreSQL a turn is one project's, one
-    tenant's."""
-
-    def __init__(self) -> None:
-        # Insertion-ordered: the rotation, the tenant whose write runs next first.
-        self._by_tenant: dict[str, deque[_Queued]] = {}
-
-    def append(self, tenant: str, queued: _Queued) -> None:
-        self._by_tenant.setdefault(tenant, deque()).append(queued)
-
-    def popleft(self) -> _Queued:
-        tenant = next(iter(self._by_tenant))
-        writes = self._by_tenant.pop(tenant)
-        queued = writes.popleft()
-        if writes:
-            self._by_tenant[tenant] = writes  # behind every other tenant waiting
-        return queued
-
-    def __bool__(self) -> bool:
-        return bool(self._by_tenant)
-
-    def __len__(self) -> int:
-        return sum(len(writes) for writes in self._by_tenant.values())
-
-    def take_all(self) -> list[_Queued]:
-        """Every write left, the queue emptied."""
-        left = [queued for writes in self._by_tenant.values() for queued in writes]
-        self._by_tenant.clear()
-        return left
 
 
 class WriteTurns:
@@ -118,7 +92,7 @@ class WriteTurns:
         # start or after ``shutdown`` (a database stays usable once disposed, as its engines
         # do). Changed by the event loop and the turns' threads, under the lock.
         self._lock = threading.Lock()
-        self._queues: dict[Hashable, _WaitingWrites] = {}
+        self._queues: dict[_TurnKey, TenantQueue[_Queued]] = {}
         self._running = 0
         self._executor: ThreadPoolExecutor | None = None
         # Each turn's request for a thread, until it ends (the loop keeps only a weak
@@ -140,7 +114,7 @@ class WriteTurns:
             queue = self._queues.get(key)
             starts = queue is None
             if queue is None:
-                queue = self._queues[key] = _WaitingWrites()
+                queue = self._queues[key] = TenantQueue()
             queue.append(project[0], queued)
         if starts:
             self._ask_for_thread(loop, key, queue)
@@ -148,7 +122,7 @@ class WriteTurns:
         return result
 
     def _ask_for_thread(
-        self, loop: asyncio.AbstractEventLoop, key: Hashable, queue: _WaitingWrites
+        self, loop: asyncio.AbstractEventLoop, key: _TurnKey, queue: TenantQueue[_Queued]
     ) -> None:
         """On the loop: the turn's writes run in a thread as soon as one is free."""
         asking: asyncio.Future[None]
@@ -162,6 +136,9 @@ class WriteTurns:
                     executor = self._executor
                 asking = loop.run_in_executor(executor, self._take_turn, loop, key, queue)
             else:
+                # As the tenant the task acts for (``app/core/fair.py``), inherited by the
+                # turn's thread, which asks again from it: the tenant whose write started the
+                # turn, the project's.
                 asking = asyncio.ensure_future(
                     to_thread.run_sync(self._take_turn, loop, key, queue)
                 )
@@ -171,14 +148,18 @@ class WriteTurns:
         self._asking.add(asking)
         asking.add_done_callback(functools.partial(self._asked, key, queue))
 
-    def _asked(self, key: Hashable, queue: _WaitingWrites, asking: asyncio.Future[None]) -> None:
+    def _asked(
+        self, key: _TurnKey, queue: TenantQueue[_Queued], asking: asyncio.Future[None]
+    ) -> None:
         self._asking.discard(asking)
         if asking.cancelled():  # the loop closing before a thread took the turn
             self._abandon(key, queue, None)
         elif (error := asking.exception()) is not None:
             self._abandon(key, queue, error)
 
-    def _abandon(self, key: Hashable, queue: _WaitingWrites, error: BaseException | None) -> None:
+    def _abandon(
+        self, key: _TurnKey, queue: TenantQueue[_Queued], error: BaseException | None
+    ) -> None:
         """A turn no thread will take: its writes end with ``error`` (None: cancelled), and the
         project's next write starts a turn of its own."""
         with self._lock:
@@ -193,7 +174,7 @@ class WriteTurns:
                 future.get_loop().call_soon_threadsafe(_settle, future, None, error)
 
     def _take_turn(
-        self, loop: asyncio.AbstractEventLoop, key: Hashable, queue: _WaitingWrites
+        self, loop: asyncio.AbstractEventLoop, key: _TurnKey, queue: TenantQueue[_Queued]
     ) -> None:
         """In the turn's thread: its writes one after another until none is left, or
         ``TURN_WRITES`` of them, then the thread asked for again."""
