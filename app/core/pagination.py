@@ -56,7 +56,9 @@ Cursor = Annotated[
 ]
 
 
-def _page_bytes(request: Request) -> int:
+async def _page_bytes(request: Request) -> int:
+    # Async: FastAPI runs a sync dependency in a worker thread of its own, a thread hop (and a
+    # turn behind other tenants' requests, app/core/fair.py) to read a setting.
     return get_settings(request).max_body_bytes
 
 

@@ -1,5 +1,5 @@
 """Tenants take turns for the worker threads (app/core/fair.py), through HTTP against the real
-app: one tenant holds every worker thread with slow work and has more queued for one, and
+app: one tenant holds the worker thread with slow work and has more queued for it, and
 another tenant's request is served ahead of that queue. First come first served, 256
 connections of one tenant over 256 projects made another's requests wait 555-767 ms at the
 median on PostgreSQL (2026-11-27).
@@ -21,7 +21,9 @@ from app.main import create_app
 from app.memory import service as memory_service
 from tests.conftest import create_key, make_settings
 
-THREADS = 2
+# One thread, so that the requests run one at a time, in the order they were given it (with
+# two, two requests given threads one after the other could reach their work in either order).
+THREADS = 1
 # Requests of the flood that wait for a thread behind the ones holding them.
 QUEUED = 4
 
@@ -43,7 +45,7 @@ def _threads(scraper: TestClient) -> tuple[int, int]:
 
 @pytest.fixture
 def scraper(database_url: str) -> Iterator[TestClient]:
-    """An app of the test's own with two worker threads, entered, so that every request sent
+    """An app of the test's own with one worker thread, entered, so that every request sent
     through it runs on its one event loop, as under a server; keys remembered for the test's
     length, so that none is looked up in a thread of its own."""
     app = create_app(make_settings(database_url, worker_threads=THREADS, auth_cache_seconds=600))
@@ -144,8 +146,9 @@ def test_a_tenants_write_is_served_ahead_of_another_tenants_writes_queued_for_th
         monkeypatch, "create_item", lambda _write, _kind, raw: json.loads(raw)["id"], release
     )
 
-    # One write holds SQLite's writer; on PostgreSQL one write a thread, each its project's.
-    held = 1 if turns.one_writer else THREADS
+    # One write holds SQLite's writer, or on PostgreSQL the worker thread, for its project's
+    # turn.
+    held = THREADS
 
     def waiting(count: int) -> bool:
         if turns.one_writer:
