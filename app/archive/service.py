@@ -88,13 +88,6 @@ class PlannedMember:
     read: Callable[[Session], Download]
 
 
-def consistent_reads(session: Session) -> None:
-    """Every read of ``session`` sees one snapshot. SQLite's WAL read transactions already
-    do; PostgreSQL's default READ COMMITTED would show each statement the latest commits."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-
-
 def plan_export(session: Session, tenant: str, project: str) -> list[PlannedMember]:
     """The archive's members in order (404 for a project the tenant does not have)."""
     contents = ArchiveRepository(session, project_id(session, tenant, project))
@@ -191,7 +184,6 @@ def write_archive(session: Session, tenant: str, project: str, level: int, out: 
     """Write the project's .tar.gz into ``out``, every member read from one snapshot (404 for
     a project the tenant does not have). Reads the whole archive before a byte is sent, so
     that the caller can give the session's connection back before the client reads."""
-    consistent_reads(session)
     writer = archive_format.ArchiveWriter(level)
     for member in plan_export(session, tenant, project):
         out.write(writer.add(member.path, member.read(session).content, member.mtime))

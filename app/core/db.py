@@ -529,8 +529,20 @@ class Database:
         """The seal of the lists' cursors (app/core/cursors.py)."""
         return CursorSeal(self.cursor_secret())
 
+    @cached_property
+    def _snapshot_reader(self) -> Engine:
+        """The reader, its transactions each seeing one snapshot: SQLite's WAL read
+        transactions always do; PostgreSQL's READ COMMITTED shows each statement the latest
+        commits, so a document read as its head and then its parts (a feature's context, a
+        run's state) could join a head of one version with the parts of the next, under the
+        first's ETag, and an archive mix versions. A read-only transaction never fails to
+        serialize, and psycopg sends the level with its BEGIN: no round trip more."""
+        if self.reader.dialect.name == "postgresql":
+            return self.reader.execution_options(isolation_level="REPEATABLE READ")
+        return self.reader
+
     def read_session(self) -> Session:
-        return Session(self.reader, expire_on_commit=False, info={DATABASE: self})
+        return Session(self._snapshot_reader, expire_on_commit=False, info={DATABASE: self})
 
     def write_session(self) -> Session:
         return Session(self.writer, expire_on_commit=False, info={DATABASE: self})

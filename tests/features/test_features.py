@@ -651,3 +651,31 @@ def test_concurrent_handovers_are_all_kept_and_indexed(app, client, tenant, proj
     listed = client.get(f"/v1/projects/{project}/handovers", params={"limit": 500}).json()
     assert len(history) == 12
     assert sorted(item["index"] for item in listed["items"]) == list(range(12))
+
+
+def test_a_context_read_while_a_handover_commits_is_one_version(client, project, monkeypatch):
+    """A context kept as its parts is read as its head, then its notes: on PostgreSQL, under
+    READ COMMITTED, a handover committed between the two gave the new note with the head's
+    old ETag (bytes of one version under the tag of another). Every read now sees one
+    snapshot, as SQLite's WAL read transactions always did."""
+    from app.features.repository import HandoverRepository
+
+    assert client.post(f"/v1/projects/{project}/features", json={"feature_id": "f1"}).status_code
+    for number in range(2):
+        assert _handover(client, project, "f1", message=f"note {number}").status_code == 201
+    before = client.get(_url(project, "f1"))
+    notes = HandoverRepository.notes
+    appended: list[int] = []
+
+    def after_a_handover(self, context_id):
+        if not appended:  # once: the append's own write reads no notes
+            appended.append(_handover(client, project, "f1", message="late").status_code)
+        return notes(self, context_id)
+
+    monkeypatch.setattr(HandoverRepository, "notes", after_a_handover)
+    raced = client.get(_url(project, "f1"))
+    monkeypatch.undo()
+    assert appended == [201] and raced.status_code == 200
+    after = client.get(_url(project, "f1"))
+    versions = {(v.headers["ETag"], v.content) for v in (before, after)}
+    assert (raced.headers["ETag"], raced.content) in versions
