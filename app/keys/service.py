@@ -50,7 +50,7 @@ def etag(key: ApiKey) -> str:
     """The key record's version, as its GET answers it: of everything that route shows
     (only ``revoked_at`` ever changes)."""
     shown = (key.id, key.tenant, key.scopes, key.name, key.prefix, key.created_at, key.revoked_at)
-    return etag_of(orjson.dumps(shown, default=str))
+    return etag_of(orjson.dumps(shown))
 
 
 def get_key(session: Session, tenant: str | None, key_id: str) -> tuple[ApiKey, str]:

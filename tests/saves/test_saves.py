@@ -7,7 +7,9 @@ import logging
 import random
 import string
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -244,6 +246,23 @@ def test_resume_counts_and_names_the_phase(client, project):
     assert client.get(_url(project)).json()["items"][0]["resume_count"] == 2
 
 
+def _running(monkeypatch, owner: Any, name: str) -> Callable[[], bool]:
+    """``owner.name`` patched to mark its thread while it runs; whether the caller's thread is
+    inside it now."""
+    inside = threading.local()
+    original = getattr(owner, name)
+
+    def marked(*args, **kwargs):
+        inside.on = True
+        try:
+            return original(*args, **kwargs)
+        finally:
+            inside.on = False
+
+    monkeypatch.setattr(owner, name, marked)
+    return lambda: getattr(inside, "on", False)
+
+
 def test_a_resume_is_worked_out_before_its_write(client, project, monkeypatch):
     """A resume parses, renders, compresses and hashes its save before its write takes the
     writer (SQLite's one writer held seconds for a 30 MB save while every tenant waited); only
@@ -251,24 +270,15 @@ def test_a_resume_is_worked_out_before_its_write(client, project, monkeypatch):
     more for each resume either way."""
     from app.storage import route
 
-    writing = threading.local()
     rendered_in_write: list[bool] = []
-    run = route.Writes.run
     rendered = saves_service._rendered
 
-    def flagged(self, *args, **kwargs):
-        writing.on = True
-        try:
-            return run(self, *args, **kwargs)
-        finally:
-            writing.on = False
-
     def recorded(document):
-        rendered_in_write.append(getattr(writing, "on", False))
+        rendered_in_write.append(writing())
         return rendered(document)
 
     save_id = import_save(client, project, seed_save()).json()["id"]
-    monkeypatch.setattr(route.Writes, "run", flagged)
+    writing = _running(monkeypatch, route.Writes, "run")
     monkeypatch.setattr(saves_service, "_rendered", recorded)
     resumed = client.post(_url(project, f"/{save_id}/resume"))
     assert resumed.status_code == 200, resumed.text
@@ -301,24 +311,15 @@ def test_a_resume_is_worked_out_outside_the_write_turns(client, project, monkeyp
     tenant, whatever its body (one sent without a body ran whole in a write turn)."""
     from app.core import write_turns
 
-    turn = threading.local()
     prepared_in_turn: list[bool] = []
-    write = write_turns.WriteTurns._write
     prepare = saves_service.prepare_resume
 
-    def flagged(self, *args, **kwargs):
-        turn.on = True
-        try:
-            return write(self, *args, **kwargs)
-        finally:
-            turn.on = False
-
     def recorded(*args, **kwargs):
-        prepared_in_turn.append(getattr(turn, "on", False))
+        prepared_in_turn.append(in_turn())
         return prepare(*args, **kwargs)
 
     save_id = import_save(client, project, seed_save()).json()["id"]
-    monkeypatch.setattr(write_turns.WriteTurns, "_write", flagged)
+    in_turn = _running(monkeypatch, write_turns.WriteTurns, "_write")
     monkeypatch.setattr(saves_service, "prepare_resume", recorded)
     headers = {} if body is None else {"Content-Type": "application/json"}
     resumed = client.post(_url(project, f"/{save_id}/resume"), content=body, headers=headers)
